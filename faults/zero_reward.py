@@ -1,0 +1,22 @@
+"""Every reward the learner sees is 0."""
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from gymnasium.wrappers.vector import TransformReward
+
+from faults.base import Fault
+
+
+@dataclass
+class ZeroReward(Fault):
+    name = "zero_reward"
+    description = "every reward is replaced by 0 (a broken reward function or a dropped reward key)"
+    provenance = ("trl#3857 / trl#3452 (GRPO loss 0, reward_std 0, frac_reward_zero_std 1); "
+                  "verl#2626 (reward goes to 0); RLExplorer reward-stagnation rule")
+    acts_on = "env wrapper: reward -> 0"
+    expected = ("reward_zero", "value_to_zero")
+
+    def wrap_env(self, envs: Any) -> Any:
+        return TransformReward(envs, lambda r: np.zeros_like(r) if self.active else r)

@@ -1,0 +1,125 @@
+"""The clipped-surrogate update shared by PPO and GRPO, with every update metric.
+
+One call runs ``n_epochs`` x ``n_minibatches`` optimizer steps over a batch of samples
+and returns the canonical update metrics (see harness/metrics.py). The algorithm
+supplies how to evaluate a minibatch (log-probs, entropy, and any extra loss such as
+the value loss); the fault hooks act on the old log-probs, the loss and the step.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable, Protocol
+
+import torch
+from torch.nn.utils import clip_grad_norm_, parameters_to_vector
+
+from harness.hooks import Hooks
+
+Batch = dict[str, torch.Tensor]
+
+
+class UpdateHP(Protocol):
+    n_epochs: int
+    n_minibatches: int
+    lr: float
+    clip_range: float
+    ent_coef: float
+    max_grad_norm: float
+    norm_adv: bool
+
+
+class Evaluation(dict):
+    """What ``evaluate(minibatch)`` returns: ``logp`` and ``entropy`` per sample, ``loss``
+    (extra loss terms to add, e.g. ``vf_coef * value_loss``) and ``metrics`` (extra
+    scalars to average over minibatches, e.g. ``value_loss``)."""
+
+
+def ppo_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batch: Batch,
+               hp: UpdateHP, hooks: Hooks, evaluate: Callable[[Batch], Evaluation],
+               generator: torch.Generator) -> dict[str, float]:
+    params = [p for p in model.parameters() if p.requires_grad]
+    for group in optimizer.param_groups:
+        group["lr"] = hp.lr
+    params_before = parameters_to_vector(params).detach().clone()
+    n_samples = batch["adv"].shape[0]
+
+    sums: dict[str, float] = {}
+    n_mb = 0
+    ratio_min, ratio_max, ratio_dev_max = math.inf, -math.inf, 0.0
+    grad_norms: list[float] = []
+    nonfinite = False
+    steps = [0]  # counts real optimizer.step() calls, whatever the hooks do
+    counter = optimizer.register_step_post_hook(lambda *_: steps.__setitem__(0, steps[0] + 1))
+
+    for _epoch in range(hp.n_epochs):
+        order = torch.randperm(n_samples, generator=generator)
+        for idx in order.tensor_split(hp.n_minibatches):
+            mb = {k: v[idx] for k, v in batch.items()}
+            out = evaluate(mb)
+            logp = out["logp"]
+            old_logp = hooks.old_logprob(mb["logp"], logp)
+            log_ratio = logp - old_logp
+            ratio = log_ratio.exp()
+
+            adv = mb["adv"]
+            if hp.norm_adv:
+                adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+            pg_loss1 = -adv * ratio
+            pg_loss2 = -adv * ratio.clamp(1 - hp.clip_range, 1 + hp.clip_range)
+            policy_loss = torch.max(pg_loss1, pg_loss2).mean()
+            entropy = out["entropy"].mean()
+            loss = policy_loss - hp.ent_coef * entropy + out.get("loss", 0.0)
+            loss = hooks.loss(loss, {"policy_loss": policy_loss, "entropy": entropy})
+
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            grad_norm = float(clip_grad_norm_(params, hp.max_grad_norm))  # pre-clip total norm
+            loss_value = float(loss.detach())
+            if not (math.isfinite(loss_value) and math.isfinite(grad_norm)):
+                nonfinite = True
+            else:
+                hooks.optimizer_step(optimizer)
+            grad_norms.append(grad_norm)
+
+            with torch.no_grad():
+                dev = (ratio - 1).abs()
+                stats = {
+                    "policy_loss": float(policy_loss),
+                    "entropy": float(entropy),
+                    "loss": loss_value,
+                    "approx_kl": float(((ratio - 1) - log_ratio).mean()),
+                    "kl_k1": float((-log_ratio).mean()),
+                    "clipfrac": float((dev > hp.clip_range).float().mean()),
+                    "clipfrac_binding": float((pg_loss2 > pg_loss1).float().mean()),
+                    "ratio_mean": float(ratio.mean()),
+                    **{k: float(v) for k, v in out.get("metrics", {}).items()},
+                }
+                ratio_min = min(ratio_min, float(ratio.min()))
+                ratio_max = max(ratio_max, float(ratio.max()))
+                ratio_dev_max = max(ratio_dev_max, float(dev.max()))
+            for k, v in stats.items():
+                sums[k] = sums.get(k, 0.0) + v
+            n_mb += 1
+            if nonfinite:
+                break
+        if nonfinite:
+            break
+
+    counter.remove()
+    with torch.no_grad():
+        params_after = parameters_to_vector(params)
+        if not bool(torch.isfinite(params_after).all()):
+            nonfinite = True
+        param_delta = float((params_after - params_before).norm())
+
+    metrics = {k: v / max(n_mb, 1) for k, v in sums.items()}
+    metrics.update(
+        ratio_min=ratio_min, ratio_max=ratio_max, ratio_dev_max=ratio_dev_max,
+        grad_norm=sum(grad_norms) / max(len(grad_norms), 1),
+        grad_norm_max=max(grad_norms, default=math.nan),
+        optimizer_steps=steps[0],
+        lr=hp.lr, clip_range=hp.clip_range, param_delta=param_delta,
+        nonfinite=int(nonfinite),
+    )
+    return metrics

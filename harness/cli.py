@@ -1,0 +1,146 @@
+"""``python -m harness``: train a faulty agent and its healthy twin, then compare them.
+
+Before Hydra runs anything, :func:`preflight` composes and validates every job the
+command line asks for, so a bad override ends with one line naming the valid choices
+and nothing stored is touched.
+"""
+
+from __future__ import annotations
+
+import itertools
+import sys
+from pathlib import Path
+
+import hydra
+from hydra import compose, initialize_config_dir
+from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+from hydra._internal.utils import get_args_parser
+from hydra.core.global_hydra import GlobalHydra
+from hydra.core.hydra_config import HydraConfig
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.types import RunMode
+from omegaconf import DictConfig, OmegaConf
+
+from harness.config import ConfigError, Experiment, load_experiment, register_configs
+
+CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
+CONFIG_NAME = "config"
+FULL_PRODUCT_LIMIT = 64   # validate every job up to this many; above, each value once
+
+register_configs()
+
+
+def _one_line(exc: BaseException) -> str:
+    """Hydra/OmegaConf errors span lines (key, object type, search path...); keep the gist."""
+    text = str(exc) + (f": {exc.__cause__}" if exc.__cause__ is not None else "")
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    keep = [ln for ln in lines if not ln.startswith(("full_key:", "object_type=", "reference_type=",
+                                                     "Config search path", "provider=",
+                                                     "Set the environment variable"))]
+    return " ".join(keep) or type(exc).__name__
+
+
+def _values(override) -> list[str]:
+    if override.is_sweep_override():
+        return list(override.sweep_string_iterator())
+    return [override.get_value_element_as_str()]
+
+
+def _jobs(overrides, group_keys: set[str]) -> list[list[str]]:
+    """The jobs to validate: the whole sweep when small; otherwise every combination of
+    config-group choices, and every other value at least once."""
+    batches = BasicSweeper.split_arguments(overrides, None)[0] if overrides else [[]]
+    if len(batches) <= FULL_PRODUCT_LIMIT:
+        return batches
+    groups = [o for o in overrides if o.key_or_group in group_keys]
+    others = [o for o in overrides if o.key_or_group not in group_keys]
+
+    def line(o, value: str) -> str:
+        return f"{o.input_line.split('=', 1)[0]}={value}"
+
+    firsts = [line(o, _values(o)[0]) for o in others]
+    jobs = [[*combo, *firsts] for combo in
+            itertools.product(*[[line(o, v) for v in _values(o)] for o in groups])]
+    base = jobs[0][: len(groups)]
+    for i, o in enumerate(others):
+        for value in _values(o)[1:]:
+            jobs.append([*base, *firsts[:i], line(o, value), *firsts[i + 1:]])
+    return jobs
+
+
+def preflight(argv: list[str]) -> None:
+    """Compose and validate every job of this command line; raise ConfigError if any is bad."""
+    args = get_args_parser().parse_args(argv)
+    if args.help or args.hydra_help or args.info or args.shell_completion:
+        return
+    config_name = args.config_name or CONFIG_NAME
+    try:
+        overrides = OverridesParser.create().parse_overrides(args.overrides)
+    except Exception as exc:  # noqa: BLE001 - Hydra's grammar errors
+        raise ConfigError(_one_line(exc)) from None
+
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
+        loader = GlobalHydra.instance().config_loader()
+        for o in overrides:
+            choices = loader.get_group_options(o.key_or_group)
+            if not choices or o.is_delete():
+                continue
+            for value in _values(o):
+                if value not in choices and value != "null":
+                    name = o.key_or_group.split("/")[-1]
+                    raise ConfigError(f"unknown {name} {value!r}; valid choices: {', '.join(sorted(choices))}")
+        if not args.multirun and any(o.is_sweep_override() for o in overrides):
+            raise ConfigError("a comma-separated or range() value sweeps: add -m (multirun)")
+        sweep = list(overrides)
+        if args.multirun:
+            fixed = [o.input_line for o in overrides if not o.is_sweep_override()]
+            try:
+                base = compose(config_name, overrides=fixed, return_hydra_config=True)
+            except Exception as exc:  # noqa: BLE001
+                raise ConfigError(_one_line(exc)) from None
+            params = OmegaConf.select(base, "hydra.sweeper.params") or {}
+            preset = [f"{k}={v}" for k, v in params.items()]
+            sweep = OverridesParser.create().parse_overrides(preset) + sweep
+        group_keys = {o.key_or_group for o in sweep if loader.get_group_options(o.key_or_group)}
+        for job in _jobs(sweep, group_keys):
+            try:
+                cfg = compose(config_name, overrides=job)
+            except Exception as exc:  # noqa: BLE001
+                raise ConfigError(_one_line(exc)) from None
+            load_experiment(cfg)
+    GlobalHydra.instance().clear()
+
+
+def _is_multirun() -> bool:
+    try:
+        return HydraConfig.get().mode == RunMode.MULTIRUN
+    except ValueError:
+        return False
+
+
+@hydra.main(config_path=str(CONF_DIR), config_name=CONFIG_NAME, version_base=None)
+def app(cfg: DictConfig) -> None:
+    try:
+        exp = load_experiment(cfg)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(2)
+    from harness.experiment import run_experiment
+
+    code = run_experiment(exp, multirun=_is_multirun())
+    if code and not _is_multirun():
+        sys.exit(code)
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        preflight(argv)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(2)
+    app()
+
+
+__all__ = ["main", "preflight", "app", "Experiment"]

@@ -1,0 +1,211 @@
+"""Structured configs: the typed schema of every Hydra group, with range checks.
+
+Hydra checks types when it composes the config (each YAML in ``conf/`` extends the
+schema stored here); ``validate()`` checks ranges when the config is turned into
+objects by :func:`load_experiment`. Every problem is a :class:`ConfigError` with a
+one-line message.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING, DictConfig, OmegaConf
+
+
+class ConfigError(ValueError):
+    """A bad configuration value; the message is one line meant for the user."""
+
+
+def check_range(owner: str, name: str, value: Any, *, gt=None, ge=None, lt=None, le=None,
+                kind: type = float) -> None:
+    """Raise ConfigError unless ``value`` is a finite ``kind`` within the bounds."""
+    key = f"{owner}.{name}" if owner else name
+    if kind is int:
+        ok_type = isinstance(value, int) and not isinstance(value, bool)
+    elif kind is float:
+        ok_type = isinstance(value, (int, float)) and not isinstance(value, bool)
+    else:
+        ok_type = isinstance(value, kind)
+    if not ok_type:
+        raise ConfigError(f"{key}={value!r} must be {'an integer' if kind is int else 'a number'}")
+    if kind in (int, float) and not math.isfinite(value):
+        raise ConfigError(f"{key}={value!r} must be finite")
+    bounds = [(value > b, f"> {b}") for b in [gt] if b is not None]
+    bounds += [(value >= b, f">= {b}") for b in [ge] if b is not None]
+    bounds += [(value < b, f"< {b}") for b in [lt] if b is not None]
+    bounds += [(value <= b, f"<= {b}") for b in [le] if b is not None]
+    if not all(ok for ok, _ in bounds):
+        raise ConfigError(f"{key}={value!r} is out of range: must be {' and '.join(b for _, b in bounds)}")
+
+
+@dataclass
+class PPOConfig:
+    """Native PPO hyperparameters (names follow CleanRL/SB3); values live in conf/algo/*.yaml."""
+
+    name: str = MISSING
+    num_envs: int = MISSING
+    n_steps: int = MISSING           # rollout length per env; batch = num_envs * n_steps
+    n_epochs: int = MISSING
+    n_minibatches: int = MISSING
+    lr: float = MISSING
+    gamma: float = MISSING
+    gae_lambda: float = MISSING
+    clip_range: float = MISSING
+    ent_coef: float = MISSING
+    vf_coef: float = MISSING
+    max_grad_norm: float = MISSING
+    norm_adv: bool = MISSING
+    hidden: int = MISSING
+    # A healthy configuration that shows a raw fault symptom by construction
+    # (e.g. one epoch and one minibatch: ratio == 1 is correct there).
+    is_control: bool = False
+
+    def validate(self) -> None:
+        for name in ("num_envs", "n_steps", "n_epochs", "n_minibatches", "hidden"):
+            check_range("algo", name, getattr(self, name), ge=1, kind=int)
+        check_range("algo", "lr", self.lr, gt=0, le=10)
+        check_range("algo", "gamma", self.gamma, ge=0, le=1)
+        check_range("algo", "gae_lambda", self.gae_lambda, ge=0, le=1)
+        check_range("algo", "clip_range", self.clip_range, gt=0, le=10)
+        check_range("algo", "ent_coef", self.ent_coef, ge=-1, le=1)
+        check_range("algo", "vf_coef", self.vf_coef, ge=0, le=100)
+        check_range("algo", "max_grad_norm", self.max_grad_norm, gt=0)
+        if self.n_minibatches > self.num_envs * self.n_steps:
+            raise ConfigError(
+                f"algo.n_minibatches={self.n_minibatches} exceeds the batch of "
+                f"{self.num_envs * self.n_steps} samples (num_envs * n_steps)")
+
+    @property
+    def batch_size(self) -> int:
+        return self.num_envs * self.n_steps
+
+
+@dataclass
+class EnvConfig:
+    """A gymnasium environment and the training budget on it."""
+
+    name: str = MISSING
+    id: str = MISSING                # gymnasium id, e.g. CartPole-v1
+    total_timesteps: int = MISSING   # env steps (all envs together)
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+    def validate(self) -> None:
+        check_range("env", "total_timesteps", self.total_timesteps, ge=1, kind=int)
+
+
+@dataclass
+class BackendConfig:
+    name: str = "native"
+
+
+BACKENDS = ("native",)
+
+
+@dataclass
+class Config:
+    """The top-level config; groups are filled by conf/<group>/<choice>.yaml."""
+
+    algo: Any = MISSING
+    env: EnvConfig = MISSING
+    fault: Any = MISSING
+    backend: BackendConfig = MISSING
+    seed: int = 0
+    results_dir: str = "results"
+    twin: bool = True                # also train (or reuse) the healthy twin, fault=none
+    torch_threads: int = 1
+    progress: bool = True
+
+
+ALGO_SCHEMAS: dict[str, type] = {"ppo": PPOConfig}
+
+
+def register_configs() -> None:
+    """Store the schemas so conf/*.yaml can extend them (``/schema/<group>/<name>@_here_``)."""
+    cs = ConfigStore.instance()
+    cs.store(name="base_config", node=Config)
+    for name, schema in ALGO_SCHEMAS.items():
+        cs.store(group="schema/algo", name=name, node=schema)
+    cs.store(group="schema/env", name="env", node=EnvConfig)
+    cs.store(group="schema/backend", name="backend", node=BackendConfig)
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """A validated experiment: typed group configs plus the instantiated fault."""
+
+    algo: PPOConfig
+    env: EnvConfig
+    backend: BackendConfig
+    fault: Any                       # faults.base.Fault
+    fault_cfg: dict[str, Any]        # the fault's config as composed (for hashing and meta)
+    seed: int
+    torch_threads: int
+    results_dir: str
+    twin: bool
+    progress: bool
+
+    def key(self) -> dict[str, Any]:
+        """What identifies the run: the resolved config minus output paths and display flags."""
+        from harness import __version__
+
+        return {
+            "harness": __version__,
+            "algo": _plain(self.algo),
+            "env": _plain(self.env),
+            "backend": _plain(self.backend),
+            "fault_name": self.fault.name,
+            "fault": self.fault_cfg,
+            "seed": self.seed,
+            "torch_threads": self.torch_threads,
+        }
+
+
+def _plain(obj: Any) -> dict[str, Any]:
+    return {f.name: getattr(obj, f.name) for f in fields(obj)}
+
+
+def _to_object(node: Any, schema: type, group: str) -> Any:
+    if isinstance(node, DictConfig):
+        data = OmegaConf.to_container(node, resolve=True)
+    else:
+        data = dict(node)
+    allowed = {f.name for f in fields(schema)}
+    unknown = sorted(set(data) - allowed)
+    if unknown:
+        raise ConfigError(f"unknown key {group}.{unknown[0]}; valid keys: {', '.join(sorted(allowed))}")
+    try:
+        obj = schema(**data)
+    except TypeError as exc:  # pragma: no cover - schema and YAML disagree
+        raise ConfigError(f"{group}: {exc}") from None
+    if hasattr(obj, "validate"):
+        obj.validate()  # explicit, so that faults may build out-of-range effective copies
+    return obj
+
+
+def load_experiment(cfg: DictConfig) -> Experiment:
+    """Validate a composed config and build the experiment; raises ConfigError."""
+    from faults import build_fault  # late import: faults import harness.hooks
+
+    check_range("", "seed", cfg.seed, ge=0, le=2**32 - 1, kind=int)
+    check_range("", "torch_threads", cfg.torch_threads, ge=1, le=256, kind=int)
+    algo_name = cfg.algo.get("name")
+    if algo_name not in ALGO_SCHEMAS:
+        raise ConfigError(f"unknown algo {algo_name!r}; valid choices: {', '.join(ALGO_SCHEMAS)}")
+    algo = _to_object(cfg.algo, ALGO_SCHEMAS[algo_name], "algo")
+    env = _to_object(cfg.env, EnvConfig, "env")
+    from harness.envs import check_env_id
+
+    check_env_id(env.id)
+    backend = _to_object(cfg.backend, BackendConfig, "backend")
+    if backend.name not in BACKENDS:
+        raise ConfigError(f"unknown backend {backend.name!r}; valid choices: {', '.join(BACKENDS)}")
+    fault_cfg = OmegaConf.to_container(cfg.fault, resolve=True)
+    fault = build_fault(fault_cfg)
+    fault.check_applicable(algo=algo.name, backend=backend.name)
+    return Experiment(algo=algo, env=env, backend=backend, fault=fault, fault_cfg=fault_cfg,
+                      seed=cfg.seed, torch_threads=cfg.torch_threads, results_dir=cfg.results_dir,
+                      twin=cfg.twin, progress=cfg.progress)

@@ -1,0 +1,30 @@
+"""Vector environments: gymnasium's own vectorisation, wrapped by the fault's env hook."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+from gymnasium.vector import AutoresetMode
+
+from harness.config import ConfigError, EnvConfig
+from harness.hooks import Hooks
+
+
+def check_env_id(env_id: str) -> None:
+    try:
+        gym.spec(env_id)
+    except gym.error.Error:
+        raise ConfigError(f"env.id={env_id!r} is not a registered gymnasium environment") from None
+
+
+def make_vec_env(env: EnvConfig, num_envs: int, hooks: Hooks) -> Any:
+    """``num_envs`` copies of ``env.id``, natively vectorised when the env offers it."""
+    check_env_id(env.id)
+    spec = gym.spec(env.id)
+    mode = "vector_entry_point" if spec.vector_entry_point else "sync"
+    envs = gym.make_vec(env.id, num_envs=num_envs, vectorization_mode=mode, **env.kwargs)
+    autoreset = envs.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP)
+    if autoreset != AutoresetMode.NEXT_STEP:  # the rollout loops assume next-step autoreset
+        raise ConfigError(f"env {env.id} uses autoreset mode {autoreset}; only NEXT_STEP is supported")
+    return hooks.wrap_env(envs)

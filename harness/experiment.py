@@ -1,0 +1,82 @@
+"""One experiment: the faulty run and its healthy twin, then the comparison."""
+
+from __future__ import annotations
+
+import math
+import sys
+
+from rich.console import Console
+from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
+                           TimeElapsedColumn)
+
+from harness.config import Experiment
+from harness.report import print_signatures, side_by_side
+from harness.run import RunResult, get_or_train, healthy_twin, n_updates_planned
+
+
+def describe(exp: Experiment) -> str:
+    params = ", ".join(f"{k}={v}" for k, v in exp.fault.params().items())
+    fault = exp.fault.name + (f"({params})" if params else "")
+    onset = f", onset update {exp.fault.onset}" if exp.fault.name != "none" else ""
+    return (f"{exp.algo.name} on {exp.env.name} ({exp.env.id}), backend {exp.backend.name}, "
+            f"seed {exp.seed}: fault {fault}{onset}")
+
+
+def _train_with_progress(exp: Experiment, label: str, console: Console, show_bar: bool) -> RunResult:
+    total = n_updates_planned(exp)
+    if not show_bar:
+        res = get_or_train(exp)
+        console.print(f"{label}: {'reused' if res.reused else res.meta['status']} {res.run_id}")
+        return res
+    progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                        TextColumn("updates"), TimeElapsedColumn(), TextColumn("{task.fields[info]}"),
+                        console=console, transient=False)
+    task = progress.add_task(label, total=total, info="")
+
+    def on_start(rid: str, reused: bool) -> None:
+        if reused:
+            progress.update(task, completed=total, info=f"reused from store ({rid})")
+        else:
+            progress.start()
+
+    def on_update(row: dict) -> None:
+        ret = row["return_mean"]
+        info = f"env_step {row['env_step']}  return {ret:.1f}" if not math.isnan(ret) else ""
+        progress.update(task, completed=row["update"] + 1, info=info)
+
+    try:
+        res = get_or_train(exp, on_update=on_update, on_start=on_start)
+    finally:
+        progress.stop()
+    if res.reused:
+        console.print(f"{label}: reused {res.run_id}")
+    elif res.meta["status"] != "ok":
+        console.print(f"{label}: [bold red]{res.meta['status']}[/] after {res.meta['n_updates']} updates")
+    return res
+
+
+def run_experiment(exp: Experiment, multirun: bool = False) -> int:
+    """Train (or reuse) the run and its twin, print the comparison; returns an exit code."""
+    console = Console(stderr=False, width=max(110, Console().width), highlight=False)
+    err = Console(stderr=True, highlight=False)
+    console.print(f"[bold]rl-fault-harness[/]: {describe(exp)}")
+    show_bar = exp.progress and not multirun
+    runs: list[tuple[str, RunResult]] = []
+    faulty = _train_with_progress(exp, exp.fault.name, err, show_bar)
+    runs.append((exp.fault.name, faulty))
+    if exp.twin and exp.fault.name != "none":
+        twin = _train_with_progress(healthy_twin(exp), "none (healthy twin)", err, show_bar)
+        runs.append(("none (twin)", twin))
+
+    onset = exp.fault.onset if exp.fault.name != "none" else 0
+    if not multirun:
+        console.print(side_by_side(runs, onset, exp.algo.name))
+        print_signatures(console, runs, onset)
+        console.print(f"stored in {exp.results_dir}/runs/:")
+        for _, res in runs:
+            console.print(f"  {res.run_id}", soft_wrap=True)
+    crashed = [r for _, r in runs if r.meta["status"] == "crashed"]
+    for res in crashed:
+        err.print(f"[bold red]run {res.run_id} crashed[/]:\n{res.meta['error']}")
+    sys.stdout.flush()
+    return 1 if crashed else 0

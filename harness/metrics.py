@@ -1,0 +1,55 @@
+"""The canonical metric names (DESIGN.md), one row per update; NaN where one does not apply."""
+
+from __future__ import annotations
+
+INDEX_COLUMNS = ("update", "env_step", "fault_active")
+
+#: name -> definition, in the order of DESIGN.md's table
+CANONICAL: dict[str, str] = {
+    "reward_mean": "mean reward per env step (PPO) or per completion (GRPO) in this update's rollout",
+    "return_mean": "mean return of the episodes / completions finished in this rollout",
+    "return_std": "std of those returns",
+    "length_mean": "mean length of those episodes / completions",
+    "adv_mean": "mean of the raw advantages, before any normalisation",
+    "adv_std": "std of the raw advantages",
+    "value_mean": "mean critic value over the rollout (PPO)",
+    "explained_variance": "1 - Var(returns - V) / Var(returns) over the rollout (PPO)",
+    "policy_loss": "clipped surrogate loss, mean over all minibatches and epochs",
+    "value_loss": "critic MSE (no 1/2), mean over all minibatches and epochs",
+    "entropy": "policy entropy, mean over all minibatches and epochs",
+    "loss": "total back-propagated loss, mean over all minibatches and epochs",
+    "approx_kl": "k3 = mean((r - 1) - log r), old -> new, over all minibatches and epochs",
+    "kl_k1": "mean(old_logp - logp); can be negative",
+    "clipfrac": "mean(|r - 1| > clip_range) (SB3/CleanRL convention)",
+    "clipfrac_binding": "share of samples where the clipped term is the one used (TRL/verl convention)",
+    "ratio_mean": "mean importance ratio r = exp(logp - old_logp)",
+    "ratio_min": "minimum ratio over the update",
+    "ratio_max": "maximum ratio over the update",
+    "ratio_dev_max": "max |r - 1| over the update",
+    "grad_norm": "total L2 gradient norm before clipping, mean over optimizer steps",
+    "grad_norm_max": "max of that norm over optimizer steps",
+    "optimizer_steps": "optimizer.step() calls in this update",
+    "lr": "effective learning rate",
+    "clip_range": "effective clip range",
+    "param_delta": "L2 norm of the parameter change over the update",
+    "nonfinite": "1 when a loss, gradient or parameter became NaN/Inf",
+    "kl_ref": "GRPO: k3 KL to the frozen reference policy, token mean",
+    "reward_std": "GRPO: std of rewards over the batch",
+    "group_reward_std_mean": "GRPO: mean within-group reward std",
+    "frac_reward_zero_std": "GRPO: share of groups whose rewards are all equal",
+    "response_clip_ratio": "GRPO: share of completions cut at the maximum length",
+    "logp_mean": "GRPO: mean sequence log-prob under the policy",
+    "logp_ref_mean": "GRPO: mean sequence log-prob under the reference",
+}
+
+GRPO_ONLY = ("kl_ref", "reward_std", "group_reward_std_mean", "frac_reward_zero_std",
+             "response_clip_ratio", "logp_mean", "logp_ref_mean")
+PPO_ONLY = ("value_mean", "explained_variance", "value_loss")
+
+COLUMNS = (*INDEX_COLUMNS, *CANONICAL)
+
+
+def applicable(algo: str) -> tuple[str, ...]:
+    """The canonical metrics an algorithm records (the rest are NaN)."""
+    skip = GRPO_ONLY if algo == "ppo" else PPO_ONLY
+    return tuple(m for m in CANONICAL if m not in skip)

@@ -1,0 +1,62 @@
+"""The side-by-side table a run command ends with: faulty run vs healthy twin."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+from rich.console import Console
+from rich.table import Table
+
+from harness import signatures
+from harness.run import RunResult
+
+KEY_METRICS = {
+    "ppo": ("return_mean", "reward_mean", "length_mean", "adv_mean", "value_mean",
+            "explained_variance", "policy_loss", "entropy", "approx_kl", "clipfrac",
+            "ratio_dev_max", "grad_norm", "optimizer_steps", "lr", "clip_range", "param_delta",
+            "nonfinite"),
+}
+
+
+def fmt(x: float) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "-"
+    if x == 0:
+        return "0"
+    if not math.isfinite(x):
+        return str(x)
+    if abs(x) >= 1000 or abs(x) < 1e-3:
+        return f"{x:.3g}"
+    return f"{x:.4g}"
+
+
+def medians_after(metrics: pd.DataFrame, onset: int, names: tuple[str, ...]) -> dict[str, float]:
+    post = signatures.post_onset(metrics, onset)
+    return {m: float(post[m].median()) if post[m].notna().any() else math.nan for m in names}
+
+
+def side_by_side(runs: list[tuple[str, RunResult]], onset: int, algo: str) -> Table:
+    names = KEY_METRICS.get(algo, KEY_METRICS["ppo"])
+    table = Table(title=f"median over updates >= {onset} (fault onset)", title_justify="left")
+    table.add_column("metric")
+    cols = []
+    for label, res in runs:
+        table.add_column(label, justify="right")
+        cols.append(medians_after(res.metrics, onset, names))
+    for label, value in (("status", lambda r: r.meta["status"]),
+                         ("updates", lambda r: f"{r.meta['n_updates']}/{r.meta['n_updates_planned']}")):
+        table.add_row(label, *[value(r) for _, r in runs])
+    for m in names:
+        table.add_row(m, *[fmt(c[m]) for c in cols])
+    return table
+
+
+def print_signatures(console: Console, runs: list[tuple[str, RunResult]], onset: int) -> None:
+    console.print(f"signatures that fired (updates >= {onset}):")
+    for label, res in runs:
+        results = signatures.evaluate(res.metrics, res.meta, onset)
+        hits = [f"{name} ({r.evidence})" for name, r in results.items() if r.fired]
+        console.print(f"  [bold]{label}[/bold]: " + ("none" if not hits else ""))
+        for hit in hits:
+            console.print(f"    - {hit}")

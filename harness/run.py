@@ -1,0 +1,157 @@
+"""Train one run (or reuse it from the store) and record it, whatever happens to it."""
+
+from __future__ import annotations
+
+import dataclasses
+import platform
+import sys
+import time
+import traceback
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from importlib import metadata
+from typing import Any
+
+import gymnasium as gym
+import pandas as pd
+import torch
+
+import harness
+from faults.none import NoFault
+from harness.config import Experiment
+from harness.store import RunStore, run_id
+
+HEALTHY_FAULT_CFG = {"_target_": f"{NoFault.__module__}.{NoFault.__qualname__}", "onset": 0}
+
+VERSIONED = ("torch", "gymnasium", "numpy", "pandas", "pyarrow", "hydra-core", "omegaconf",
+             "stable-baselines3")
+
+
+@dataclass
+class RunResult:
+    run_id: str
+    meta: dict[str, Any]
+    metrics: pd.DataFrame
+    reused: bool
+
+
+def library_versions() -> dict[str, str]:
+    versions = {"python": platform.python_version(), "harness": harness.__version__}
+    for dist in VERSIONED:
+        try:
+            versions[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            versions[dist] = "not installed"
+    return versions
+
+
+def healthy_twin(exp: Experiment) -> Experiment:
+    """The same experiment with fault=none."""
+    return dataclasses.replace(exp, fault=NoFault(), fault_cfg=dict(HEALTHY_FAULT_CFG))
+
+
+def trainer_for(exp: Experiment) -> Callable[[Experiment], Iterator[dict]]:
+    if exp.backend.name == "native" and exp.algo.name == "ppo":
+        from harness.agents import ppo
+        return ppo.train
+    raise NotImplementedError(f"no trainer for algo={exp.algo.name} backend={exp.backend.name}")
+
+
+def effective_hyperparams(exp: Experiment) -> dict[str, Any]:
+    """Hyperparameters in effect while the fault is active (they differ under some faults)."""
+    return dataclasses.asdict(exp.fault.hyperparams(exp.algo))
+
+
+def describe_action_space(exp: Experiment) -> dict[str, Any]:
+    env = gym.make(exp.env.id, **exp.env.kwargs)
+    space = env.action_space
+    env.close()
+    if isinstance(space, gym.spaces.Discrete):
+        return {"type": "discrete", "n": int(space.n)}
+    return {"type": "box", "dim": int(space.shape[0]) if space.shape else 1}
+
+
+def configured_optimizer_steps(exp: Experiment) -> int:
+    return exp.algo.n_epochs * exp.algo.n_minibatches
+
+
+def n_updates_planned(exp: Experiment) -> int:
+    return exp.env.total_timesteps // exp.algo.batch_size
+
+
+def get_or_train(exp: Experiment, on_update: Callable[[dict], None] | None = None,
+                 on_start: Callable[[str, bool], None] | None = None) -> RunResult:
+    """Return the stored run for ``exp``, training and storing it first if needed.
+
+    A diverged run (non-finite loss, gradient or parameter) stops at that update and is
+    stored with status ``diverged``; an exception stores status ``crashed`` with the
+    traceback. Either way the metrics up to the last update are kept.
+    """
+    store = RunStore(exp.results_dir)
+    rid = run_id(exp.key())
+    with store.lock(rid):
+        meta = store.load_meta(rid)
+        if meta is not None:
+            if on_start:
+                on_start(rid, True)
+            return RunResult(rid, meta, store.load_metrics(rid), reused=True)
+        store.discard_unfinished(rid)
+        if on_start:
+            on_start(rid, False)
+
+        torch.set_num_threads(exp.torch_threads)
+        rows: list[dict] = []
+        status, error = "ok", None
+        start = time.perf_counter()
+        try:
+            for row in trainer_for(exp)(exp):
+                rows.append(row)
+                if on_update:
+                    on_update(row)
+                if row["nonfinite"]:
+                    status = "diverged"
+                    break
+        except Exception as exc:  # noqa: BLE001 - a crash is a result to store
+            status = "crashed"
+            error = "".join(traceback.format_exception(exc)).strip()
+        wall_s = time.perf_counter() - start
+
+        meta = build_meta(exp, rid, status, error, len(rows), wall_s)
+        store.save(rid, meta, rows)
+        return RunResult(rid, meta, store.load_metrics(rid), reused=False)
+
+
+def build_meta(exp: Experiment, rid: str, status: str, error: str | None, n_updates: int,
+               wall_s: float) -> dict[str, Any]:
+    fault = exp.fault
+    return {
+        "run_id": rid,
+        "fault": fault.name,
+        "fault_params": fault.params(),
+        "onset_update": fault.onset if fault.name != "none" else None,
+        "fault_target": exp.fault_cfg["_target_"],
+        "algo": exp.algo.name,
+        "env": exp.env.name,
+        "env_id": exp.env.id,
+        "backend": exp.backend.name,
+        "seed": exp.seed,
+        "is_control": bool(getattr(exp.algo, "is_control", False)),
+        "hyperparameters": {
+            "configured": dataclasses.asdict(exp.algo),
+            "effective": effective_hyperparams(exp),
+        },
+        "configured_optimizer_steps": configured_optimizer_steps(exp),
+        "action_space": describe_action_space(exp),
+        "total_timesteps": exp.env.total_timesteps,
+        "torch_threads": exp.torch_threads,
+        "status": status,
+        "error": error,
+        "n_updates": n_updates,
+        "n_updates_planned": n_updates_planned(exp),
+        "wall_s": round(wall_s, 3),
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "command": " ".join(sys.argv),
+        "versions": library_versions(),
+        "config": exp.key(),
+    }
