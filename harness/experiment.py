@@ -34,9 +34,7 @@ def _train_with_progress(exp: Experiment, label: str, console: Console, show_bar
     task = progress.add_task(label, total=total, info="")
 
     def on_start(rid: str, reused: bool) -> None:
-        if reused:
-            progress.update(task, completed=total, info=f"reused from store ({rid})")
-        else:
+        if not reused:
             progress.start()
 
     def on_update(row: dict) -> None:

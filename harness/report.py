@@ -31,6 +31,11 @@ def fmt(x: float) -> str:
     return f"{x:.4g}"
 
 
+def final_return(metrics: pd.DataFrame) -> float:
+    tail = metrics["return_mean"].iloc[-5:].dropna()
+    return float(tail.mean()) if len(tail) else math.nan
+
+
 def medians_after(metrics: pd.DataFrame, onset: int, names: tuple[str, ...]) -> dict[str, float]:
     post = signatures.post_onset(metrics, onset)
     return {m: float(post[m].median()) if post[m].notna().any() else math.nan for m in names}
@@ -45,7 +50,8 @@ def side_by_side(runs: list[tuple[str, RunResult]], onset: int, algo: str) -> Ta
         table.add_column(label, justify="right")
         cols.append(medians_after(res.metrics, onset, names))
     for label, value in (("status", lambda r: r.meta["status"]),
-                         ("updates", lambda r: f"{r.meta['n_updates']}/{r.meta['n_updates_planned']}")):
+                         ("updates", lambda r: f"{r.meta['n_updates']}/{r.meta['n_updates_planned']}"),
+                         ("return_mean, last 5 updates", lambda r: fmt(final_return(r.metrics)))):
         table.add_row(label, *[value(r) for _, r in runs])
     for m in names:
         table.add_row(m, *[fmt(c[m]) for c in cols])
@@ -57,6 +63,6 @@ def print_signatures(console: Console, runs: list[tuple[str, RunResult]], onset:
     for label, res in runs:
         results = signatures.evaluate(res.metrics, res.meta, onset)
         hits = [f"{name} ({r.evidence})" for name, r in results.items() if r.fired]
-        console.print(f"  [bold]{label}[/bold]: " + ("none" if not hits else ""))
+        console.print(f"  [bold]{label}[/bold]:" + ("" if hits else " none"))
         for hit in hits:
             console.print(f"    - {hit}")

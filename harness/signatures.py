@@ -148,19 +148,19 @@ def kl_explodes(post: pd.DataFrame, meta: dict) -> Result:
 
 
 @signature("entropy_collapse",
-           "entropy over the last 5 updates < 10% of its initial value (discrete), "
-           "or down by > 2.3 nats per action dimension (Gaussian)")
+           "entropy over the last 5 updates < 10% of the initial policy's (discrete: ln n), "
+           "or down by > 2.3 nats per action dimension from a unit Gaussian")
 def entropy_collapse(post: pd.DataFrame, meta: dict) -> Result:
     col = _finite(post["entropy"])
-    initial = meta.get("initial_entropy")
-    if col.empty or initial is None or not math.isfinite(initial):
-        return Result(False, "entropy: no finite values")
-    last = float(col.iloc[-5:].mean())
     space = meta.get("action_space", {})
-    if space.get("type") == "box":
-        drop = initial - last
-        return Result(drop > 2.3 * space.get("dim", 1), f"entropy {initial:.3f} -> {last:.3f}")
-    return Result(last < 0.1 * initial, f"entropy {initial:.3f} -> {last:.3g}")
+    if col.empty or not space:
+        return Result(False, "entropy or action space unknown")
+    last = float(col.iloc[-5:].mean())
+    if space["type"] == "box":
+        initial = space["dim"] * (0.5 + 0.5 * math.log(2 * math.pi))
+        return Result(initial - last > 2.3 * space["dim"], f"entropy {initial:.3f} -> {last:.3f}")
+    initial = math.log(space["n"])
+    return Result(last < 0.1 * initial, f"entropy ln({space['n']})={initial:.3f} -> {last:.3g}")
 
 
 @signature("nonfinite", "a loss, gradient or parameter became NaN/Inf")
@@ -180,8 +180,6 @@ def evaluate(metrics: pd.DataFrame, meta: dict, onset: int | None = None,
     if onset is None:
         onset = meta.get("onset_update") or 0
     post = post_onset(metrics, onset)
-    entropy = _finite(metrics["entropy"])
-    meta = {**meta, "initial_entropy": float(entropy.iloc[0]) if len(entropy) else None}
     out = {}
     for name in names or SIGNATURES:
         if post.empty:

@@ -54,9 +54,9 @@ class ActorCritic(nn.Module):
         out = self.actor(obs)
         if self.discrete:
             logp_all = out.log_softmax(-1)
-            action = torch.multinomial(logp_all.exp(), 1)
-            logp = logp_all.gather(-1, action).squeeze(-1)
-            action = action.squeeze(-1)
+            gumbel = torch.rand_like(logp_all).log_().neg_().log_().neg_()
+            action = (logp_all + gumbel).argmax(-1)   # Gumbel-max: a sample from softmax(out)
+            logp = logp_all.gather(-1, action.unsqueeze(-1)).squeeze(-1)
         else:
             std = self.log_std.exp()
             action = out + std * torch.randn_like(out)

@@ -14,6 +14,7 @@ a truncated episode.
 from __future__ import annotations
 
 from collections.abc import Iterator
+
 import numpy as np
 import torch
 
@@ -24,6 +25,28 @@ from harness.envs import make_vec_env
 from harness.hooks import HEALTHY
 
 
+def compute_gae(rewards: np.ndarray, values: np.ndarray, next_value: np.ndarray,
+                terminated: np.ndarray, truncated: np.ndarray, gamma: float, lam: float
+                ) -> np.ndarray:
+    """GAE over a [T, N] rollout with next-step autoreset.
+
+    ``values[t]`` is V(obs_t); ``next_value`` is V of the observation after the last step.
+    At a terminated step there is no bootstrap; at a truncated step the bootstrap is
+    V(final observation), which next-step autoreset hands back as the next observation,
+    so ``values[t + 1]``. Neither lets the advantage of the next episode flow back.
+    Entries of reset steps are meaningless and must be masked by the caller.
+    """
+    values_next = np.concatenate([values[1:], next_value[None]])
+    deltas = rewards + gamma * values_next * (1.0 - terminated) - values
+    carry = gamma * lam * (1.0 - np.maximum(terminated, truncated))
+    advantages = np.zeros_like(rewards)
+    last_gae = np.zeros_like(next_value)
+    for t in reversed(range(rewards.shape[0])):
+        last_gae = deltas[t] + carry[t] * last_gae
+        advantages[t] = last_gae
+    return advantages
+
+
 def train(exp: Experiment) -> Iterator[dict]:
     cfg, fault = exp.algo, exp.fault
     torch.manual_seed(exp.seed)
@@ -31,16 +54,16 @@ def train(exp: Experiment) -> Iterator[dict]:
 
     envs = make_vec_env(exp.env, cfg.num_envs, fault)
     model = ActorCritic(envs.single_observation_space, envs.single_action_space, cfg.hidden)
-    optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr, eps=1e-5)
+    optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr, eps=1e-5, fused=True)
     continuous = not model.discrete
     low, high = (envs.single_action_space.low, envs.single_action_space.high) if continuous else (None, None)
 
     T, N = cfg.n_steps, cfg.num_envs
     obs_buf = torch.zeros((T, N, *envs.single_observation_space.shape))
     act_buf = torch.zeros((T, N, *envs.single_action_space.shape))
-    logp_buf, value_buf, reward_buf = torch.zeros((T, N)), torch.zeros((T, N)), torch.zeros((T, N))
-    terminated_buf, truncated_buf = torch.zeros((T, N)), torch.zeros((T, N))
-    valid_buf = torch.zeros((T, N), dtype=torch.bool)
+    logp_buf, value_buf = torch.zeros((T, N)), torch.zeros((T, N))
+    rewards, terminated, truncated = np.zeros((T, N)), np.zeros((T, N)), np.zeros((T, N))
+    valid = np.zeros((T, N), dtype=bool)
 
     obs, _ = envs.reset(seed=exp.seed)
     reset_step = np.zeros(N, dtype=bool)     # True where the next step() only resets the env
@@ -59,43 +82,40 @@ def train(exp: Experiment) -> Iterator[dict]:
                 obs_t = torch.as_tensor(obs, dtype=torch.float32)
                 action, logp, value = model.act(obs_t)
                 obs_buf[t], act_buf[t], logp_buf[t], value_buf[t] = obs_t, action, logp, value
-                valid = ~reset_step
-                valid_buf[t] = torch.as_tensor(valid)
+                valid[t] = ~reset_step
 
                 env_action = np.clip(action.numpy(), low, high) if continuous else action.numpy()
-                obs, reward, terminated, truncated, _ = envs.step(env_action)
-                reward_buf[t] = torch.as_tensor(reward * valid, dtype=torch.float32)
-                terminated_buf[t] = torch.as_tensor(terminated & valid, dtype=torch.float32)
-                truncated_buf[t] = torch.as_tensor(truncated & valid, dtype=torch.float32)
+                obs, rewards[t], term, trunc, _ = envs.step(env_action)
+                terminated[t], truncated[t] = term, trunc
 
-                ep_return += reward * valid
-                ep_length += valid
-                done = (terminated | truncated) & valid
-                finished_returns.extend(ep_return[done])
-                finished_lengths.extend(ep_length[done])
-                ep_return[done], ep_length[done] = 0.0, 0
-                reset_step = terminated | truncated
-            env_step += int(valid_buf.sum())
+                ep_return += rewards[t] * valid[t]
+                ep_length += valid[t]
+                reset_step = term | trunc
+                done = reset_step & valid[t]
+                if done.any():
+                    finished_returns.extend(ep_return[done])
+                    finished_lengths.extend(ep_length[done])
+                    ep_return[done], ep_length[done] = 0.0, 0
+            rewards *= valid                      # reset steps carry no transition
+            terminated *= valid
+            truncated *= valid
+            env_step += int(valid.sum())
 
-            # ---- GAE over valid steps (a done step never bootstraps across the boundary)
+            # ---- GAE (a done step never bootstraps across the episode boundary) -----
             with torch.no_grad():
-                next_value = model.value(torch.as_tensor(obs, dtype=torch.float32))
-            values = torch.cat([value_buf, next_value[None]])   # values[t+1] = V(obs after step t)
-            advantages = torch.zeros((T, N))
-            last_gae = torch.zeros(N)
-            for t in reversed(range(T)):
-                # terminated: no bootstrap; truncated: bootstrap from V(final obs) = values[t+1]
-                delta = reward_buf[t] + cfg.gamma * values[t + 1] * (1 - terminated_buf[t]) - values[t]
-                episode_continues = 1 - torch.maximum(terminated_buf[t], truncated_buf[t])
-                last_gae = delta + cfg.gamma * cfg.gae_lambda * episode_continues * last_gae
-                advantages[t] = last_gae
-            returns = advantages + value_buf
+                next_value = model.value(torch.as_tensor(obs, dtype=torch.float32)).numpy()
+            values = value_buf.numpy()
+            advantages = compute_gae(rewards, values, next_value, terminated, truncated,
+                                     hp.gamma, hp.gae_lambda)
+            returns = advantages + values
 
-            v = valid_buf
+            v = torch.from_numpy(valid)
             batch = {"obs": obs_buf[v], "actions": act_buf[v], "logp": logp_buf[v],
-                     "adv": advantages[v], "returns": returns[v]}
-            var_returns = batch["returns"].var()
-            explained_variance = float(1 - (batch["returns"] - value_buf[v]).var() / var_returns)
+                     "adv": torch.from_numpy(advantages[valid]).float(),
+                     "returns": torch.from_numpy(returns[valid]).float()}
+            var_returns = float(returns[valid].var())
+            explained_variance = (1 - float((returns - values)[valid].var()) / var_returns
+                                  if var_returns > 0 else np.nan)
 
             # ---- clipped-surrogate update -----------------------------------------
             def evaluate(mb: dict[str, torch.Tensor]) -> Evaluation:
@@ -110,16 +130,15 @@ def train(exp: Experiment) -> Iterator[dict]:
                 "update": update,
                 "env_step": env_step,
                 "fault_active": fault.active,
-                "reward_mean": float(reward_buf[v].mean()),
+                "reward_mean": float(rewards[valid].mean()),
                 "return_mean": float(np.mean(finished_returns)) if finished_returns else np.nan,
                 "return_std": float(np.std(finished_returns)) if finished_returns else np.nan,
                 "length_mean": float(np.mean(finished_lengths)) if finished_lengths else np.nan,
-                "adv_mean": float(batch["adv"].mean()),
-                "adv_std": float(batch["adv"].std()),
-                "value_mean": float(value_buf[v].mean()),
-                "explained_variance": explained_variance if var_returns > 0 else np.nan,
+                "adv_mean": float(advantages[valid].mean()),
+                "adv_std": float(advantages[valid].std(ddof=1)),
+                "value_mean": float(values[valid].mean()),
+                "explained_variance": explained_variance,
                 **update_metrics,
             }
     finally:
         envs.close()
-

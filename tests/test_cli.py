@@ -1,0 +1,76 @@
+"""The command line as a user runs it: bad overrides, the run command, multirun."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from harness.metrics import COLUMNS
+from harness.store import RunStore
+
+
+def harness(*args: str, cwd=None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "harness", *args], capture_output=True, text=True,
+                          cwd=cwd, timeout=300)
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["fault=nope"], "unknown fault 'nope'; valid choices: excessive_lr, none, ppo_epochs_ignored,"),
+    (["fault.onset=-1"], "fault.onset=-1 is out of range: must be >= 0"),
+    (["fault=tiny_clip", "fault.clip_range=0"], "fault.clip_range=0 is out of range: must be > 0"),
+    (["algo.clip_range=-0.1"], "algo.clip_range=-0.1 is out of range: must be > 0"),
+    (["env=mars"], "unknown env 'mars'; valid choices: cartpole, pendulum"),
+    (["algo=sarsa"], "unknown algo 'sarsa'; valid choices:"),
+    (["seed=abc"], "could not be converted to Integer"),
+    (["fault=shared_policy", "fault.factor=3"], "Could not override 'fault.factor'"),
+    (["-m", "fault=none,nope", "seed=0,1"], "unknown fault 'nope'"),
+    (["-m", "fault=tiny_clip", "fault.clip_range=0.01,-1"], "fault.clip_range=-1 is out of range"),
+    (["fault=none,shared_policy"], "add -m"),
+])
+def test_bad_override_is_one_line_and_touches_nothing(tmp_path, args, expected):
+    out = harness(*args, f"results_dir={tmp_path / 'r'}")
+    assert out.returncode == 2
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), out.stderr
+    assert expected in lines[0]
+    assert "Traceback" not in out.stderr + out.stdout
+    assert not (tmp_path / "r").exists()
+
+
+def test_run_command_trains_fault_and_twin_then_reuses(tmp_path):
+    args = ["fault=shared_policy", f"results_dir={tmp_path}", "env.total_timesteps=8192", "algo.n_steps=64"]
+    out = harness(*args)
+    assert out.returncode == 0, out.stderr
+    assert "shared_policy" in out.stdout and "none (twin)" in out.stdout
+    assert "ratio_dev_max" in out.stdout and "ratio_pinned" in out.stdout
+    store = RunStore(tmp_path)
+    metas = {m["fault"]: m for m in store.iter_metas()}
+    assert set(metas) == {"shared_policy", "none"}
+    faulty = store.load_metrics(metas["shared_policy"]["run_id"])
+    twin = store.load_metrics(metas["none"]["run_id"])
+    assert tuple(faulty.columns) == tuple(twin.columns) == COLUMNS
+    assert (faulty.loc[faulty["fault_active"], "ratio_dev_max"] == 0).all()
+    assert (twin["ratio_dev_max"] > 0).all()
+
+    again = harness(*args)
+    assert again.returncode == 0 and again.stdout.count("reused") == 0  # table only on stdout
+    assert again.stderr.count("reused") == 2
+    pd.testing.assert_frame_equal(store.load_metrics(metas["shared_policy"]["run_id"]), faulty)
+
+
+def test_twin_false_skips_the_twin(tmp_path):
+    out = harness("fault=zero_reward", "twin=false", f"results_dir={tmp_path}",
+                  "env.total_timesteps=4096", "algo.n_steps=64")
+    assert out.returncode == 0, out.stderr
+    assert [m["fault"] for m in RunStore(tmp_path).iter_metas()] == ["zero_reward"]
+
+
+def test_multirun_sweeps_faults_and_seeds(tmp_path):
+    out = harness("-m", "fault=none,tiny_clip", "seed=0,1", "twin=false", f"results_dir={tmp_path}",
+                  "env.total_timesteps=4096", "algo.n_steps=64")
+    assert out.returncode == 0, out.stderr
+    runs = sorted((m["fault"], m["seed"]) for m in RunStore(tmp_path).iter_metas())
+    assert runs == [("none", 0), ("none", 1), ("tiny_clip", 0), ("tiny_clip", 1)]

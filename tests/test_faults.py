@@ -1,0 +1,81 @@
+"""Each core fault leaves its expected signature on 3 seeds; its healthy twin does not."""
+
+from __future__ import annotations
+
+import pytest
+
+from faults import FAULTS
+from harness import signatures
+from tests.helpers import SHORT, train
+
+CORE = ["shared_policy", "ppo_epochs_ignored", "tiny_clip", "zero_reward", "excessive_lr"]
+SEEDS = [0, 1, 2]
+
+
+def run_pair(fault: str, seed: int, store_dir, *extra: str):
+    common = [f"seed={seed}", f"results_dir={store_dir}", *SHORT, *extra]
+    return train([f"fault={fault}", *common]), train(["fault=none", *common])
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("fault", CORE)
+def test_expected_signatures_fire_on_fault_not_on_twin(fault, seed, store_dir):
+    faulty, twin = run_pair(fault, seed, store_dir)
+    assert faulty.meta["status"] == "ok" and twin.meta["status"] == "ok"
+    expected = FAULTS[fault].expected
+    on_fault = signatures.evaluate(faulty.metrics, faulty.meta, names=list(expected))
+    on_twin = signatures.evaluate(twin.metrics, twin.meta, onset=faulty.meta["onset_update"],
+                                  names=list(expected))
+    for name in expected:
+        assert on_fault[name].fired, f"{fault} seed {seed}: {name} did not fire ({on_fault[name].evidence})"
+    primary = expected[0]
+    assert not on_twin[primary].fired, f"healthy twin fired {primary}: {on_twin[primary].evidence}"
+
+
+def test_twin_fires_no_fault_signature(store_dir):
+    for seed in SEEDS:
+        twin = train(["fault=none", f"seed={seed}", f"results_dir={store_dir}", *SHORT])
+        assert signatures.fired(twin.metrics, twin.meta) == []
+
+
+def test_shared_policy_pins_ratio_exactly(store_dir):
+    faulty, twin = run_pair("shared_policy", 0, store_dir)
+    active = faulty.metrics[faulty.metrics["fault_active"]]
+    assert len(active) == len(faulty.metrics) == 12
+    assert (active["ratio_dev_max"] == 0.0).all()
+    assert (active["approx_kl"] == 0.0).all() and (active["clipfrac"] == 0.0).all()
+    assert (twin.metrics["ratio_dev_max"] > 0).all()
+
+
+def test_ppo_epochs_ignored_records_configured_but_runs_one_epoch(store_dir):
+    faulty, twin = run_pair("ppo_epochs_ignored", 0, store_dir)
+    hp = faulty.meta["hyperparameters"]
+    assert hp["configured"]["n_epochs"] == 10 and hp["effective"]["n_epochs"] == 1
+    n_mb = hp["configured"]["n_minibatches"]
+    assert (faulty.metrics["optimizer_steps"] == n_mb).all()
+    assert (twin.metrics["optimizer_steps"] == 10 * n_mb).all()
+
+
+def test_tiny_clip_and_excessive_lr_change_effective_hyperparameters(store_dir):
+    tiny, _ = run_pair("tiny_clip", 0, store_dir)
+    assert tiny.meta["hyperparameters"]["effective"]["clip_range"] == 1e-3
+    assert tiny.meta["hyperparameters"]["configured"]["clip_range"] == 0.2
+    assert (tiny.metrics["clip_range"] == 1e-3).all()
+    lr, _ = run_pair("excessive_lr", 0, store_dir)
+    assert lr.meta["fault_params"] == {"factor": 100.0}
+    assert lr.metrics["lr"].tolist() == pytest.approx([0.1] * 12)
+
+
+def test_zero_reward_zeroes_what_the_learner_sees(store_dir):
+    faulty, twin = run_pair("zero_reward", 0, store_dir)
+    assert (faulty.metrics["reward_mean"] == 0).all()
+    assert (faulty.metrics["return_mean"].dropna() == 0).all()
+    assert (twin.metrics["reward_mean"] == 1).all()
+    # the episodes still happen: lengths are recorded
+    assert faulty.metrics["length_mean"].notna().any()
+
+
+def test_fault_parameter_changes_the_run(store_dir):
+    a = train(["fault=tiny_clip", "fault.clip_range=0.05", f"results_dir={store_dir}", *SHORT])
+    assert (a.metrics["clip_range"] == 0.05).all()
+    assert a.meta["fault_params"] == {"clip_range": 0.05}

@@ -1,0 +1,33 @@
+"""The same config and seed give the same metrics, bit for bit."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from tests.helpers import SHORT, train
+
+
+def test_same_seed_same_metrics(tmp_path):
+    args = ["fault=tiny_clip", "seed=3", *SHORT]
+    a = train([*args, f"results_dir={tmp_path / 'a'}"])
+    b = train([*args, f"results_dir={tmp_path / 'b'}"])
+    assert not a.reused and not b.reused
+    assert a.run_id == b.run_id
+    pd.testing.assert_frame_equal(a.metrics, b.metrics, check_exact=True)
+
+
+def test_different_seed_different_metrics(tmp_path):
+    a = train(["seed=0", *SHORT, f"results_dir={tmp_path}"])
+    b = train(["seed=1", *SHORT, f"results_dir={tmp_path}"])
+    assert a.run_id != b.run_id
+    assert not a.metrics["policy_loss"].equals(b.metrics["policy_loss"])
+
+
+def test_meta_records_versions_and_config(tmp_path):
+    res = train(["fault=excessive_lr", *SHORT, f"results_dir={tmp_path}"])
+    meta = res.meta
+    for lib in ("python", "torch", "gymnasium", "numpy", "harness"):
+        assert meta["versions"][lib]
+    assert meta["config"]["algo"]["lr"] == 1e-3
+    assert meta["hyperparameters"]["effective"]["lr"] == 0.1
+    assert meta["status"] == "ok" and meta["n_updates"] == meta["n_updates_planned"] == 12

@@ -1,0 +1,79 @@
+"""The run store: stable ids, atomic writes, unfinished runs redone, crashes and divergence kept."""
+
+from __future__ import annotations
+
+import json
+
+from harness.experiment import run_experiment
+from harness.metrics import COLUMNS
+from harness.store import RunStore, run_id
+from tests.helpers import SHORT, make_experiment, train
+
+
+def test_run_id_is_a_stable_hash_of_the_config_minus_outputs(tmp_path):
+    a = make_experiment(["fault=tiny_clip", f"results_dir={tmp_path}/a", "twin=false", "progress=false"])
+    b = make_experiment(["fault=tiny_clip", f"results_dir={tmp_path}/b"])
+    assert run_id(a.key()) == run_id(b.key())
+    assert run_id(a.key()).startswith("ppo-cartpole-native-tiny_clip-s0-")
+    for change in ("fault.clip_range=0.01", "seed=1", "algo.lr=0.002", "fault.onset=2", "env.total_timesteps=5000"):
+        c = make_experiment(["fault=tiny_clip", change])
+        assert run_id(c.key()) != run_id(a.key()), change
+
+
+def test_stored_run_has_canonical_columns_and_complete_meta(tmp_path):
+    res = train(["fault=shared_policy", *SHORT, f"results_dir={tmp_path}"])
+    run_dir = RunStore(tmp_path).run_dir(res.run_id)
+    assert sorted(p.name for p in run_dir.iterdir()) == ["meta.json", "metrics.parquet"]
+    assert tuple(res.metrics.columns) == COLUMNS
+    meta = json.loads((run_dir / "meta.json").read_text())
+    for key in ("run_id", "fault", "fault_params", "onset_update", "algo", "env", "backend", "seed",
+                "hyperparameters", "status", "error", "n_updates", "wall_s", "versions"):
+        assert key in meta
+    assert meta["run_id"] == res.run_id and meta["error"] is None
+
+
+def test_identical_run_is_reused_not_retrained(tmp_path):
+    first = train(["fault=zero_reward", *SHORT, f"results_dir={tmp_path}"])
+    mtime = (RunStore(tmp_path).run_dir(first.run_id) / "meta.json").stat().st_mtime_ns
+    again = train(["fault=zero_reward", *SHORT, f"results_dir={tmp_path}"])
+    assert again.reused and again.run_id == first.run_id
+    assert (RunStore(tmp_path).run_dir(first.run_id) / "meta.json").stat().st_mtime_ns == mtime
+
+
+def test_unfinished_run_directory_is_redone(tmp_path):
+    exp = make_experiment(["fault=zero_reward", *SHORT, f"results_dir={tmp_path}"])
+    run_dir = RunStore(tmp_path).run_dir(run_id(exp.key()))
+    run_dir.mkdir(parents=True)
+    (run_dir / "metrics.parquet").write_bytes(b"half a file")
+    (run_dir / "meta.json").write_text('{"run_id": "trunc')  # a torn write
+    res = train(["fault=zero_reward", *SHORT, f"results_dir={tmp_path}"])
+    assert not res.reused and res.meta["status"] == "ok" and len(res.metrics) == 12
+    assert not any(p.name.endswith(".tmp") for p in run_dir.iterdir())
+
+
+def test_crashed_run_is_stored_with_traceback_and_metrics_so_far(tmp_path):
+    # each of the 2 envs raises on its 301st step, part-way through update 11
+    res = train(["env.id=harness-test/Crashing-v0", "algo.num_envs=2", "algo.n_steps=32",
+                 "env.total_timesteps=2000", f"results_dir={tmp_path}"])
+    assert res.meta["status"] == "crashed"
+    assert "simulator exploded after 300 steps" in res.meta["error"]
+    assert res.meta["n_updates"] == len(res.metrics) == 11 < res.meta["n_updates_planned"]
+    assert res.metrics["env_step"].iloc[-1] <= 2 * 300
+    again = train(["env.id=harness-test/Crashing-v0", "algo.num_envs=2", "algo.n_steps=32",
+                   "env.total_timesteps=2000", f"results_dir={tmp_path}"])
+    assert again.reused and again.meta["status"] == "crashed"
+
+
+def test_diverged_run_is_a_result(tmp_path, capsys):
+    # A Gaussian policy with lr x 1e4 from update 2: log-std blows up and the loss goes non-finite.
+    exp = make_experiment(["env=pendulum", "fault=excessive_lr", "fault.factor=1e4", "fault.onset=2",
+                           "algo.num_envs=4", "algo.n_steps=64", "env.total_timesteps=5120",
+                           "progress=false", f"results_dir={tmp_path}"])
+    assert run_experiment(exp) == 0
+    store = RunStore(tmp_path)
+    meta = store.load_meta(run_id(exp.key()))
+    m = store.load_metrics(run_id(exp.key()))
+    assert meta["status"] == "diverged" and meta["n_updates"] < meta["n_updates_planned"]
+    assert len(m) == meta["n_updates"] and m["update"].iloc[-1] >= 2
+    assert m["nonfinite"].iloc[-1] == 1 and (m["nonfinite"].iloc[:-1] == 0).all()
+    assert "nonfinite" in capsys.readouterr().out
