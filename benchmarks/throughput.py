@@ -1,6 +1,9 @@
 """Throughput: native PPO (full metric recording, run store) vs stable-baselines3 PPO.
 
-Identical hyperparameters: CartPole-v1, 16 envs x 128 steps, 4 epochs, 4 minibatches
+Also GRPO on the default token task (env=toyseq): generated tokens per second, generation and
+update together, and how the time splits between them.
+
+PPO: identical hyperparameters: CartPole-v1, 16 envs x 128 steps, 4 epochs, 4 minibatches
 (batch 2048, minibatch 512), lr 2.5e-4, gamma 0.99, GAE 0.95, clip 0.2, 64-64 tanh MLPs,
 Adam eps 1e-5, grad clip 0.5, 100k env steps, one torch thread. Both run in this
 process, one after the other. Peak memory is measured separately, each trainer in a
@@ -63,6 +66,41 @@ def sb3(steps: int) -> float:
     return n / (time.perf_counter() - start)
 
 
+def grpo(tokens: int | None = None) -> tuple[float, float]:
+    """GRPO on the default token task: (generated tokens per second, share of time in the update)."""
+    from hydra import compose, initialize_config_dir
+
+    from harness.agents import grpo as grpo_agent
+    from harness.cli import CONF_DIR
+    from harness.config import load_experiment
+    from harness.run import get_or_train
+
+    update_s = [0.0]
+    shared_update = grpo_agent.ppo_update
+
+    def timed_update(*args, **kwargs):
+        start = time.perf_counter()
+        out = shared_update(*args, **kwargs)
+        update_s[0] += time.perf_counter() - start
+        return out
+
+    overrides = ["algo=grpo", "env=toyseq", "fault=none"]
+    if tokens:
+        overrides.append(f"env.total_timesteps={tokens}")
+    with tempfile.TemporaryDirectory() as tmp:
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
+            exp = load_experiment(compose("config", overrides=[*overrides, f"results_dir={tmp}"]))
+        grpo_agent.ppo_update = timed_update   # measure how the time splits, nothing else changes
+        try:
+            start = time.perf_counter()
+            res = get_or_train(exp)
+            wall = time.perf_counter() - start
+        finally:
+            grpo_agent.ppo_update = shared_update
+    assert res.meta["status"] == "ok"
+    return int(res.metrics["env_step"].iloc[-1]) / wall, update_s[0] / wall
+
+
 def peak_rss_mb(fn, steps: int) -> float:
     """Peak resident memory of a forked child that imports and runs ``fn``."""
     read, write = os.pipe()
@@ -101,6 +139,9 @@ def main() -> None:
     if not args.skip_cli:
         print(f"python -m harness fault=shared_policy (fault + twin, fresh store): {cli_wall():.1f} s wall",
               flush=True)
+    tokens_per_s, update_share = grpo()
+    print(f"grpo_tokens_per_s={tokens_per_s:.0f} (generation + update; {update_share:.0%} of the time "
+          f"in the update)", flush=True)
     native_sps = native(args.steps)
     sb3_sps = sb3(args.steps)
     print(f"native_sps={native_sps:.0f} sb3_sps={sb3_sps:.0f} ratio={native_sps / sb3_sps:.2f}")

@@ -27,7 +27,7 @@ class Fault(Hooks):
     provenance: ClassVar[str] = ""
     #: where it acts: "env wrapper", "effective hyperparameter" or "update-loop hook"
     acts_on: ClassVar[str] = ""
-    algos: ClassVar[tuple[str, ...]] = ("ppo",)
+    algos: ClassVar[tuple[str, ...]] = ("ppo", "grpo")
     backends: ClassVar[tuple[str, ...]] = ("native",)
     #: the expected signature (a hypothesis the catalogue tests); the first is the primary one
     expected: ClassVar[tuple[str, ...]] = ()

@@ -11,6 +11,4 @@ class NoFault(Fault):
     description = "no fault: the healthy agent"
     provenance = "-"
     acts_on = "nothing"
-    algos = ("ppo",)
-    backends = ("native",)
     expected = ()

@@ -9,11 +9,13 @@ from faults.base import Fault
 @dataclass
 class PPOEpochsIgnored(Fault):
     name = "ppo_epochs_ignored"
-    description = "the configured ppo_epochs is recorded but silently ignored: every update runs one epoch"
+    description = ("the configured number of epochs (PPO n_epochs, GRPO num_iterations) is recorded but "
+                   "silently ignored: every update runs one epoch")
     provenance = ("verl#342: commit 54051c85 (dynamic batch size, #118) removed the minibatch iterator "
                   "and with it the epoch loop; fixed by verl PR #346")
-    acts_on = "effective hyperparameter: n_epochs -> 1"
+    acts_on = "effective hyperparameter: n_epochs (GRPO num_iterations) -> 1"
     expected = ("optimizer_steps_short",)
 
     def hyperparams(self, hp: Any) -> Any:
-        return replace(hp, n_epochs=1)
+        epochs = "num_iterations" if hasattr(hp, "num_iterations") else "n_epochs"
+        return replace(hp, **{epochs: 1})

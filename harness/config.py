@@ -60,9 +60,10 @@ class PPOConfig:
     max_grad_norm: float = MISSING
     norm_adv: bool = MISSING
     hidden: int = MISSING
-    # A healthy configuration that shows a raw fault symptom by construction
-    # (e.g. one epoch and one minibatch: ratio == 1 is correct there).
+    # A healthy look-alike control shows a raw fault symptom by construction (one epoch and
+    # one minibatch: ratio == 1 is correct there); variant names such a configuration.
     is_control: bool = False
+    variant: str = "default"
 
     def validate(self) -> None:
         for name in ("num_envs", "n_steps", "n_epochs", "n_minibatches", "hidden"):
@@ -82,6 +83,60 @@ class PPOConfig:
     @property
     def batch_size(self) -> int:
         return self.num_envs * self.n_steps
+
+
+GRPO_SCALES = ("group", "batch", "none")
+LOSS_AGGS = ("token_mean", "seq_mean")
+
+
+@dataclass
+class GRPOConfig:
+    """Native GRPO hyperparameters (TRL/verl names in comments); values in conf/algo/*.yaml."""
+
+    name: str = MISSING
+    n_prompts: int = MISSING         # prompts per update
+    group_size: int = MISSING        # completions per prompt, G (TRL num_generations, verl rollout.n)
+    num_iterations: int = MISSING    # passes over each batch (TRL num_iterations, verl ppo_epochs)
+    n_minibatches: int = MISSING     # completions are split into this many minibatches
+    lr: float = MISSING
+    clip_range: float = MISSING      # TRL epsilon, verl clip_ratio
+    beta: float = MISSING            # k3 KL penalty to the frozen reference (TRL beta, verl kl_loss_coef)
+    scale: str = MISSING             # advantage scale: group | batch | none (TRL scale_rewards)
+    loss_agg: str = MISSING          # token_mean | seq_mean (verl loss_agg_mode)
+    adv_eps: float = MISSING         # (r - mean) / (std + adv_eps)
+    ent_coef: float = MISSING
+    max_grad_norm: float = MISSING
+    hidden: int = MISSING
+    is_control: bool = False         # see PPOConfig
+    variant: str = "default"
+
+    # the shared update core reads these names
+    @property
+    def n_epochs(self) -> int:
+        return self.num_iterations
+
+    norm_adv = False                 # group-relative advantages are not renormalised per minibatch
+
+    @property
+    def batch_size(self) -> int:
+        return self.n_prompts * self.group_size
+
+    def validate(self) -> None:
+        for name in ("n_prompts", "num_iterations", "n_minibatches", "hidden"):
+            check_range("algo", name, getattr(self, name), ge=1, kind=int)
+        check_range("algo", "group_size", self.group_size, ge=2, kind=int)
+        check_range("algo", "lr", self.lr, gt=0, le=10)
+        check_range("algo", "clip_range", self.clip_range, gt=0, le=10)
+        check_range("algo", "beta", self.beta, ge=0, le=100)
+        check_range("algo", "adv_eps", self.adv_eps, gt=0, le=1)
+        check_range("algo", "ent_coef", self.ent_coef, ge=-1, le=1)
+        check_range("algo", "max_grad_norm", self.max_grad_norm, gt=0)
+        for name, choices in (("scale", GRPO_SCALES), ("loss_agg", LOSS_AGGS)):
+            if getattr(self, name) not in choices:
+                raise ConfigError(f"algo.{name}={getattr(self, name)!r}; valid choices: {', '.join(choices)}")
+        if self.n_minibatches > self.batch_size:
+            raise ConfigError(f"algo.n_minibatches={self.n_minibatches} exceeds the "
+                              f"{self.batch_size} completions per batch (n_prompts * group_size)")
 
 
 @dataclass
@@ -120,7 +175,7 @@ class Config:
     progress: bool = True
 
 
-ALGO_SCHEMAS: dict[str, type] = {"ppo": PPOConfig}
+ALGO_SCHEMAS: dict[str, type] = {"ppo": PPOConfig, "grpo": GRPOConfig}
 
 
 def register_configs() -> None:
@@ -137,7 +192,7 @@ def register_configs() -> None:
 class Experiment:
     """A validated experiment: typed group configs plus the instantiated fault."""
 
-    algo: PPOConfig
+    algo: PPOConfig | GRPOConfig
     env: EnvConfig
     backend: BackendConfig
     fault: Any                       # faults.base.Fault
@@ -197,9 +252,11 @@ def load_experiment(cfg: DictConfig) -> Experiment:
         raise ConfigError(f"unknown algo {algo_name!r}; valid choices: {', '.join(ALGO_SCHEMAS)}")
     algo = _to_object(cfg.algo, ALGO_SCHEMAS[algo_name], "algo")
     env = _to_object(cfg.env, EnvConfig, "env")
-    from harness.envs import check_env_id
+    from harness.envs import check_env
 
-    check_env_id(env.id)
+    check_env(env)
+    if algo.name == "grpo" and env.id != "harness/ToySeq-v0":
+        raise ConfigError(f"algo=grpo generates token sequences: it needs env=toyseq, not env={env.name}")
     backend = _to_object(cfg.backend, BackendConfig, "backend")
     if backend.name not in BACKENDS:
         raise ConfigError(f"unknown backend {backend.name!r}; valid choices: {', '.join(BACKENDS)}")

@@ -10,7 +10,7 @@ from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
                            TimeElapsedColumn)
 
 from harness.config import Experiment
-from harness.report import print_signatures, side_by_side
+from harness.report import PROGRESS, print_signatures, side_by_side
 from harness.run import RunResult, get_or_train, healthy_twin, n_updates_planned
 
 
@@ -18,7 +18,9 @@ def describe(exp: Experiment) -> str:
     params = ", ".join(f"{k}={v}" for k, v in exp.fault.params().items())
     fault = exp.fault.name + (f"({params})" if params else "")
     onset = f", onset update {exp.fault.onset}" if exp.fault.name != "none" else ""
-    return (f"{exp.algo.name} on {exp.env.name} ({exp.env.id}), backend {exp.backend.name}, "
+    algo = exp.algo.name + ("" if exp.algo.variant == "default" else f" ({exp.algo.variant}"
+                            + (", healthy look-alike control)" if exp.algo.is_control else ")"))
+    return (f"{algo} on {exp.env.name} ({exp.env.id}), backend {exp.backend.name}, "
             f"seed {exp.seed}: fault {fault}{onset}")
 
 
@@ -37,9 +39,11 @@ def _train_with_progress(exp: Experiment, label: str, console: Console, show_bar
         if not reused:
             progress.start()
 
+    metric = PROGRESS[exp.algo.name]
+
     def on_update(row: dict) -> None:
-        ret = row["return_mean"]
-        info = f"env_step {row['env_step']}  return {ret:.1f}" if not math.isnan(ret) else ""
+        value = row[metric]
+        info = f"env_step {row['env_step']}  {metric} {value:.3g}" if not math.isnan(value) else ""
         progress.update(task, completed=row["update"] + 1, info=info)
 
     try:
@@ -55,9 +59,10 @@ def _train_with_progress(exp: Experiment, label: str, console: Console, show_bar
 
 def run_experiment(exp: Experiment, multirun: bool = False) -> int:
     """Train (or reuse) the run and its twin, print the comparison; returns an exit code."""
-    console = Console(stderr=False, width=max(110, Console().width), highlight=False)
-    err = Console(stderr=True, highlight=False)
-    console.print(f"[bold]rl-fault-harness[/]: {describe(exp)}")
+    width = max(110, Console().width)
+    console = Console(width=width, highlight=False)
+    err = Console(stderr=True, width=width, highlight=False)
+    console.print(f"[bold]rl-fault-harness[/]: {describe(exp)}", soft_wrap=True)
     show_bar = exp.progress and not multirun
     runs: list[tuple[str, RunResult]] = []
     faulty = _train_with_progress(exp, exp.fault.name, err, show_bar)

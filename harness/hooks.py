@@ -33,6 +33,14 @@ class Hooks:
         """
         return stored
 
+    def ref_logprob(self, stored: torch.Tensor, live: torch.Tensor) -> torch.Tensor:
+        """The reference policy's log-probs for the KL penalty (GRPO).
+
+        ``stored`` come from the frozen reference; ``live`` from the policy being optimised
+        (at the rollout: the policy that generated; in the update: with gradient).
+        """
+        return stored
+
     def loss(self, loss: torch.Tensor, terms: dict[str, torch.Tensor]) -> torch.Tensor:
         """The scalar that is back-propagated; ``terms`` holds its parts."""
         return loss

@@ -16,7 +16,13 @@ KEY_METRICS = {
             "explained_variance", "policy_loss", "entropy", "approx_kl", "clipfrac",
             "ratio_dev_max", "grad_norm", "optimizer_steps", "lr", "clip_range", "param_delta",
             "nonfinite"),
+    "grpo": ("reward_mean", "reward_std", "frac_reward_zero_std", "group_reward_std_mean", "adv_mean",
+             "adv_std", "length_mean", "response_clip_ratio", "policy_loss", "entropy", "approx_kl",
+             "clipfrac", "ratio_dev_max", "kl_ref", "logp_mean", "logp_ref_mean", "grad_norm",
+             "optimizer_steps", "lr", "clip_range", "param_delta", "nonfinite"),
 }
+#: the learning-progress metric of each algorithm (episode return / completion reward)
+PROGRESS = {"ppo": "return_mean", "grpo": "reward_mean"}
 
 
 def fmt(x: float) -> str:
@@ -31,8 +37,8 @@ def fmt(x: float) -> str:
     return f"{x:.4g}"
 
 
-def final_return(metrics: pd.DataFrame) -> float:
-    tail = metrics["return_mean"].iloc[-5:].dropna()
+def final_value(metrics: pd.DataFrame, metric: str) -> float:
+    tail = metrics[metric].iloc[-5:].dropna()
     return float(tail.mean()) if len(tail) else math.nan
 
 
@@ -42,7 +48,8 @@ def medians_after(metrics: pd.DataFrame, onset: int, names: tuple[str, ...]) -> 
 
 
 def side_by_side(runs: list[tuple[str, RunResult]], onset: int, algo: str) -> Table:
-    names = KEY_METRICS.get(algo, KEY_METRICS["ppo"])
+    names = KEY_METRICS[algo]
+    progress = PROGRESS[algo]
     table = Table(title=f"median over updates >= {onset} (fault onset)", title_justify="left")
     table.add_column("metric")
     cols = []
@@ -51,7 +58,7 @@ def side_by_side(runs: list[tuple[str, RunResult]], onset: int, algo: str) -> Ta
         cols.append(medians_after(res.metrics, onset, names))
     for label, value in (("status", lambda r: r.meta["status"]),
                          ("updates", lambda r: f"{r.meta['n_updates']}/{r.meta['n_updates_planned']}"),
-                         ("return_mean, last 5 updates", lambda r: fmt(final_return(r.metrics)))):
+                         (f"{progress}, last 5 updates", lambda r: fmt(final_value(r.metrics, progress)))):
         table.add_row(label, *[value(r) for _, r in runs])
     for m in names:
         table.add_row(m, *[fmt(c[m]) for c in cols])

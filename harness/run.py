@@ -7,10 +7,11 @@ import platform
 import sys
 import time
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from importlib import metadata
+from types import ModuleType
 from typing import Any
 
 import gymnasium as gym
@@ -51,10 +52,12 @@ def healthy_twin(exp: Experiment) -> Experiment:
     return dataclasses.replace(exp, fault=NoFault(), fault_cfg=dict(HEALTHY_FAULT_CFG))
 
 
-def trainer_for(exp: Experiment) -> Callable[[Experiment], Iterator[dict]]:
-    if exp.backend.name == "native" and exp.algo.name == "ppo":
-        from harness.agents import ppo
-        return ppo.train
+def agent(exp: Experiment) -> ModuleType:
+    """The module that trains this algorithm on this backend: ``train(exp)`` yields one
+    metrics row per update; ``updates_planned(exp)`` says how many."""
+    if exp.backend.name == "native":
+        from harness.agents import grpo, ppo
+        return {"ppo": ppo, "grpo": grpo}[exp.algo.name]
     raise NotImplementedError(f"no trainer for algo={exp.algo.name} backend={exp.backend.name}")
 
 
@@ -77,7 +80,7 @@ def configured_optimizer_steps(exp: Experiment) -> int:
 
 
 def n_updates_planned(exp: Experiment) -> int:
-    return exp.env.total_timesteps // exp.algo.batch_size
+    return agent(exp).updates_planned(exp)
 
 
 def get_or_train(exp: Experiment, on_update: Callable[[dict], None] | None = None,
@@ -105,7 +108,7 @@ def get_or_train(exp: Experiment, on_update: Callable[[dict], None] | None = Non
         status, error = "ok", None
         start = time.perf_counter()
         try:
-            for row in trainer_for(exp)(exp):
+            for row in agent(exp).train(exp):
                 rows.append(row)
                 if on_update:
                     on_update(row)
@@ -132,6 +135,7 @@ def build_meta(exp: Experiment, rid: str, status: str, error: str | None, n_upda
         "onset_update": fault.onset if fault.name != "none" else None,
         "fault_target": exp.fault_cfg["_target_"],
         "algo": exp.algo.name,
+        "algo_variant": exp.algo.variant,
         "env": exp.env.name,
         "env_id": exp.env.id,
         "backend": exp.backend.name,

@@ -138,13 +138,15 @@ def param_frozen(post: pd.DataFrame, meta: dict) -> Result:
     return _share_rule(post, "param_delta", lambda c: c == 0, "param_delta == 0")
 
 
-@signature("kl_explodes", "approx_kl > 1 on some update, or non-finite (healthy max ~0.01)")
+@signature("kl_explodes", "median approx_kl > 0.1 (the folk KL rule; healthy ~0.01), or non-finite")
 def kl_explodes(post: pd.DataFrame, meta: dict) -> Result:
     col = post["approx_kl"].dropna()
     if col.empty:
         return Result(False, "approx_kl: no values")
-    peak = float(col.max()) if np.isfinite(col).all() else math.inf
-    return Result(peak > 1.0, f"max approx_kl {peak:.3g}")
+    if not np.isfinite(col).all():
+        return Result(True, "approx_kl non-finite")
+    med = float(col.median())
+    return Result(med > 0.1, f"median approx_kl {med:.3g} (max {col.max():.3g})")
 
 
 @signature("entropy_collapse",
@@ -161,6 +163,35 @@ def entropy_collapse(post: pd.DataFrame, meta: dict) -> Result:
         return Result(initial - last > 2.3 * space["dim"], f"entropy {initial:.3f} -> {last:.3f}")
     initial = math.log(space["n"])
     return Result(last < 0.1 * initial, f"entropy ln({space['n']})={initial:.3f} -> {last:.3g}")
+
+
+@signature("adv_nonfinite_or_huge",
+           "advantages non-finite; for GRPO also their std > 10 (group-normalised advantages have std ~1)")
+def adv_nonfinite_or_huge(post: pd.DataFrame, meta: dict) -> Result:
+    bad = ~np.isfinite(post["adv_mean"]) | ~np.isfinite(post["adv_std"])
+    if meta.get("algo") == "grpo":
+        bad |= post["adv_std"] > 10
+    n = int(bad.sum())
+    return Result(n > 0, f"{n} update(s) with non-finite or huge advantages")
+
+
+@signature("groups_uniform", "GRPO: every group's rewards equal (frac_reward_zero_std == 1) on >= 90% of updates")
+def groups_uniform(post: pd.DataFrame, meta: dict) -> Result:
+    return _share_rule(post, "frac_reward_zero_std", lambda c: c == 1, "frac_reward_zero_std == 1")
+
+
+@signature("kl_ref_zero", "GRPO: KL to the reference exactly 0 on >= 90% of updates")
+def kl_ref_zero(post: pd.DataFrame, meta: dict) -> Result:
+    return _share_rule(post, "kl_ref", lambda c: c.abs() <= 1e-9, "kl_ref == 0")
+
+
+@signature("kl_ref_explodes", "GRPO: KL to the reference exceeds 20 per token (healthy runs peak below ~8)")
+def kl_ref_explodes(post: pd.DataFrame, meta: dict) -> Result:
+    col = post["kl_ref"].dropna()
+    if col.empty:
+        return Result(False, "kl_ref: no values")
+    peak = float(col.max()) if np.isfinite(col).all() else math.inf
+    return Result(peak > 20, f"max kl_ref {peak:.3g}")
 
 
 @signature("nonfinite", "a loss, gradient or parameter became NaN/Inf")

@@ -30,7 +30,8 @@ METRICS = "metrics.parquet"
 def run_id(key: dict[str, Any]) -> str:
     """A readable prefix and a stable hash of the run's identifying config."""
     digest = hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:12]
-    return (f"{key['algo']['name']}-{key['env']['name']}-{key['backend']['name']}-"
+    algo = key["algo"]["name"] + ("" if key["algo"]["variant"] == "default" else f"_{key['algo']['variant']}")
+    return (f"{algo}-{key['env']['name']}-{key['backend']['name']}-"
             f"{key['fault_name']}-s{key['seed']}-{digest}")
 
 

@@ -18,7 +18,7 @@ def harness(*args: str, cwd=None) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.parametrize("args, expected", [
-    (["fault=nope"], "unknown fault 'nope'; valid choices: excessive_lr, none, ppo_epochs_ignored,"),
+    (["fault=nope"], "unknown fault 'nope'; valid choices: adv_std_no_floor, excessive_lr,"),
     (["fault.onset=-1"], "fault.onset=-1 is out of range: must be >= 0"),
     (["fault=tiny_clip", "fault.clip_range=0"], "fault.clip_range=0 is out of range: must be > 0"),
     (["algo.clip_range=-0.1"], "algo.clip_range=-0.1 is out of range: must be > 0"),
@@ -29,6 +29,10 @@ def harness(*args: str, cwd=None) -> subprocess.CompletedProcess:
     (["-m", "fault=none,nope", "seed=0,1"], "unknown fault 'nope'"),
     (["-m", "fault=tiny_clip", "fault.clip_range=0.01,-1"], "fault.clip_range=-1 is out of range"),
     (["fault=none,shared_policy"], "add -m"),
+    (["algo=grpo"], "algo=grpo generates token sequences: it needs env=toyseq, not env=cartpole"),
+    (["fault=group_size_one"], "fault group_size_one does not apply to algo=ppo; it applies to: grpo"),
+    (["algo=grpo", "env=toyseq", "algo.scale=rank"], "algo.scale='rank'; valid choices: group, batch, none"),
+    (["env=toyseq", "env.kwargs.task=chess"], "task='chess'; valid choices: copy, reverse, sort"),
 ])
 def test_bad_override_is_one_line_and_touches_nothing(tmp_path, args, expected):
     out = harness(*args, f"results_dir={tmp_path / 'r'}")
@@ -74,3 +78,19 @@ def test_multirun_sweeps_faults_and_seeds(tmp_path):
     assert out.returncode == 0, out.stderr
     runs = sorted((m["fault"], m["seed"]) for m in RunStore(tmp_path).iter_metas())
     assert runs == [("none", 0), ("none", 1), ("tiny_clip", 0), ("tiny_clip", 1)]
+
+
+def test_grpo_zero_reward_command(tmp_path):
+    out = harness("algo=grpo", "env=toyseq", "fault=zero_reward", f"results_dir={tmp_path}",
+                  "env.total_timesteps=61440")
+    assert out.returncode == 0, out.stderr
+    assert "frac_reward_zero_std" in out.stdout and "groups_uniform" in out.stdout
+    store = RunStore(tmp_path)
+    metas = {m["fault"]: m for m in store.iter_metas()}
+    faulty = store.load_metrics(metas["zero_reward"]["run_id"])
+    active = faulty[faulty["fault_active"]]
+    assert len(active) == 80
+    assert (active["frac_reward_zero_std"] == 1).all()
+    assert (active[["adv_mean", "adv_std", "policy_loss"]] == 0).all().all()
+    twin = store.load_metrics(metas["none"]["run_id"])["reward_mean"]
+    assert twin.iloc[-10:].mean() > twin.iloc[:10].mean() + 0.1

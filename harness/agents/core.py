@@ -1,9 +1,15 @@
 """The clipped-surrogate update shared by PPO and GRPO, with every update metric.
 
-One call runs ``n_epochs`` x ``n_minibatches`` optimizer steps over a batch of samples
-and returns the canonical update metrics (see harness/metrics.py). The algorithm
-supplies how to evaluate a minibatch (log-probs, entropy, and any extra loss such as
-the value loss); the fault hooks act on the old log-probs, the loss and the step.
+One call runs ``n_epochs`` x ``n_minibatches`` optimizer steps over a batch and returns
+the canonical update metrics (see harness/metrics.py). The algorithm supplies how to
+evaluate a minibatch (log-probs, entropy, and any extra loss such as the value loss or
+the KL penalty); the fault hooks act on the old log-probs, the loss and the step.
+
+Batch rows are what minibatches split: transitions for PPO (per-sample tensors of shape
+[rows]), completions for GRPO (per-token tensors [rows, T] with a boolean ``mask`` of
+real tokens and one advantage per row). Token-level losses are aggregated with
+``token_mean`` (over all tokens of the minibatch) or ``seq_mean`` (per completion, then
+over completions); every ratio statistic is over real tokens only.
 """
 
 from __future__ import annotations
@@ -17,6 +23,20 @@ from torch.nn.utils import clip_grad_norm_, parameters_to_vector
 from harness.hooks import Hooks
 
 Batch = dict[str, torch.Tensor]
+
+
+def masked_mean(x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    if mask is None:
+        return x.mean()
+    return torch.where(mask, x, 0.0).sum() / mask.sum().clamp(min=1)
+
+
+def aggregate(x: torch.Tensor, mask: torch.Tensor | None, mode: str = "token_mean") -> torch.Tensor:
+    """The loss aggregation of TRL/verl: ``token_mean`` or ``seq_mean`` (mean of per-row means)."""
+    if mask is None or mode == "token_mean":
+        return masked_mean(x, mask)
+    per_row = torch.where(mask, x, 0.0).sum(-1) / mask.sum(-1).clamp(min=1)
+    return per_row.mean()
 
 
 class UpdateHP(Protocol):
@@ -43,6 +63,7 @@ def ppo_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batch: 
         group["lr"] = hp.lr
     params_before = parameters_to_vector(params).detach().clone()
     n_samples = batch["adv"].shape[0]
+    loss_agg = getattr(hp, "loss_agg", "token_mean")
 
     sums: dict[str, float] = {}
     n_mb = 0
@@ -56,6 +77,7 @@ def ppo_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batch: 
         order = torch.randperm(n_samples, generator=generator)
         for idx in order.tensor_split(hp.n_minibatches):
             mb = {k: v[idx] for k, v in batch.items()}
+            mask = mb.get("mask")
             out = evaluate(mb)
             logp = out["logp"]
             old_logp = hooks.old_logprob(mb["logp"], logp)
@@ -65,10 +87,12 @@ def ppo_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batch: 
             adv = mb["adv"]
             if hp.norm_adv:
                 adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+            if adv.dim() < ratio.dim():
+                adv = adv.unsqueeze(-1)             # one advantage per completion, for each token
             pg_loss1 = -adv * ratio
             pg_loss2 = -adv * ratio.clamp(1 - hp.clip_range, 1 + hp.clip_range)
-            policy_loss = torch.max(pg_loss1, pg_loss2).mean()
-            entropy = out["entropy"].mean()
+            policy_loss = aggregate(torch.max(pg_loss1, pg_loss2), mask, loss_agg)
+            entropy = aggregate(out["entropy"], mask, loss_agg)
             loss = policy_loss - hp.ent_coef * entropy + out.get("loss", 0.0)
             loss = hooks.loss(loss, {"policy_loss": policy_loss, "entropy": entropy})
 
@@ -88,16 +112,17 @@ def ppo_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batch: 
                     "policy_loss": float(policy_loss),
                     "entropy": float(entropy),
                     "loss": loss_value,
-                    "approx_kl": float(((ratio - 1) - log_ratio).mean()),
-                    "kl_k1": float((-log_ratio).mean()),
-                    "clipfrac": float((dev > hp.clip_range).float().mean()),
-                    "clipfrac_binding": float((pg_loss2 > pg_loss1).float().mean()),
-                    "ratio_mean": float(ratio.mean()),
+                    "approx_kl": float(masked_mean((ratio - 1) - log_ratio, mask)),
+                    "kl_k1": float(masked_mean(-log_ratio, mask)),
+                    "clipfrac": float(masked_mean((dev > hp.clip_range).float(), mask)),
+                    "clipfrac_binding": float(masked_mean((pg_loss2 > pg_loss1).float(), mask)),
+                    "ratio_mean": float(masked_mean(ratio, mask)),
                     **{k: float(v) for k, v in out.get("metrics", {}).items()},
                 }
-                ratio_min = min(ratio_min, float(ratio.min()))
-                ratio_max = max(ratio_max, float(ratio.max()))
-                ratio_dev_max = max(ratio_dev_max, float(dev.max()))
+                real = ratio if mask is None else ratio[mask]
+                ratio_min = min(ratio_min, float(real.min()))
+                ratio_max = max(ratio_max, float(real.max()))
+                ratio_dev_max = max(ratio_dev_max, float((real - 1).abs().max()))
             for k, v in stats.items():
                 sums[k] = sums.get(k, 0.0) + v
             n_mb += 1

@@ -79,3 +79,31 @@ class ActorCritic(nn.Module):
     def _gaussian_logp(self, mean: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
         z = (action - mean) / self.log_std.exp()
         return (-0.5 * z.pow(2) - self.log_std - 0.5 * LOG_2PI).sum(-1)
+
+
+class TokenPolicy(nn.Module):
+    """The GRPO policy: a tanh MLP from the one-hot (prompt, prefix, position) observation to
+    next-token logits. Autoregressive through the observation, which holds the prefix."""
+
+    def __init__(self, obs_dim: int, vocab: int, hidden: int = 128):
+        super().__init__()
+        self.net = mlp(obs_dim, vocab, hidden, out_std=0.01)
+
+    @torch.no_grad()
+    def act(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Sample next tokens; returns (token, log-prob)."""
+        logp_all = self.net(obs).log_softmax(-1)
+        gumbel = torch.rand_like(logp_all).log_().neg_().log_().neg_()
+        token = (logp_all + gumbel).argmax(-1)
+        return token, logp_all.gather(-1, token.unsqueeze(-1)).squeeze(-1)
+
+    @torch.no_grad()
+    def logprob(self, obs: torch.Tensor, token: torch.Tensor) -> torch.Tensor:
+        return self.net(obs).log_softmax(-1).gather(-1, token.unsqueeze(-1)).squeeze(-1)
+
+    def evaluate(self, obs: torch.Tensor, token: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Per-token log-prob and entropy, with gradient; any leading shape."""
+        logp_all = self.net(obs).log_softmax(-1)
+        logp = logp_all.gather(-1, token.long().unsqueeze(-1)).squeeze(-1)
+        entropy = -(logp_all.exp() * logp_all).sum(-1)
+        return logp, entropy

@@ -47,6 +47,10 @@ def compute_gae(rewards: np.ndarray, values: np.ndarray, next_value: np.ndarray,
     return advantages
 
 
+def updates_planned(exp: Experiment) -> int:
+    return exp.env.total_timesteps // exp.algo.batch_size
+
+
 def train(exp: Experiment) -> Iterator[dict]:
     cfg, fault = exp.algo, exp.fault
     torch.manual_seed(exp.seed)
@@ -71,7 +75,7 @@ def train(exp: Experiment) -> Iterator[dict]:
     env_step = 0
 
     try:
-        for update in range(exp.env.total_timesteps // (T * N)):
+        for update in range(updates_planned(exp)):
             fault.active = update >= fault.onset
             hooks = fault if fault.active else HEALTHY
             hp = hooks.hyperparams(cfg)

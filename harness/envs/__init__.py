@@ -8,19 +8,26 @@ import gymnasium as gym
 from gymnasium.vector import AutoresetMode
 
 from harness.config import ConfigError, EnvConfig
+from harness.envs import toyseq
 from harness.hooks import Hooks
 
+toyseq.register()
 
-def check_env_id(env_id: str) -> None:
+
+def check_env(env: EnvConfig) -> None:
+    """The id is registered and the env builds with these kwargs; raises ConfigError."""
     try:
-        gym.spec(env_id)
+        gym.spec(env.id)
     except gym.error.Error:
-        raise ConfigError(f"env.id={env_id!r} is not a registered gymnasium environment") from None
+        raise ConfigError(f"env.id={env.id!r} is not a registered gymnasium environment") from None
+    try:
+        gym.make(env.id, **env.kwargs).close()
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"env {env.name} ({env.id}): {exc}") from None
 
 
 def make_vec_env(env: EnvConfig, num_envs: int, hooks: Hooks) -> Any:
     """``num_envs`` copies of ``env.id``, natively vectorised when the env offers it."""
-    check_env_id(env.id)
     spec = gym.spec(env.id)
     mode = "vector_entry_point" if spec.vector_entry_point else "sync"
     envs = gym.make_vec(env.id, num_envs=num_envs, vectorization_mode=mode, **env.kwargs)

@@ -1,0 +1,21 @@
+"""GRPO with one completion per prompt: every group is its own mean, advantages are 0."""
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from faults.base import Fault
+
+
+@dataclass
+class GroupSizeOne(Fault):
+    name = "group_size_one"
+    description = ("one completion per prompt (the batch keeps its size with more prompts): each "
+                   "reward is its group's mean, so every advantage is exactly 0 and the policy loss is 0")
+    provenance = ("post-training-toolkit (grpo group size 1 -> advantages 0); TRL now rejects "
+                  "num_generations < 2; verl maps a single-sample group to mean 0, std 1 instead")
+    acts_on = "effective hyperparameter: group_size -> 1"
+    algos = ("grpo",)
+    expected = ("adv_zero", "loss_zero", "groups_uniform")
+
+    def hyperparams(self, hp: Any) -> Any:
+        return replace(hp, group_size=1)
