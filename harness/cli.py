@@ -8,7 +8,9 @@ and nothing stored is touched.
 from __future__ import annotations
 
 import itertools
+import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import hydra
@@ -22,6 +24,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from harness.config import ConfigError, Experiment, load_experiment, register_configs
+from harness.sweep import plan_runs
 
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 CONFIG_NAME = "config"
@@ -37,7 +40,12 @@ def _one_line(exc: BaseException) -> str:
     keep = [ln for ln in lines if not ln.startswith(("full_key:", "object_type=", "reference_type=",
                                                      "Config search path", "provider=",
                                                      "Set the environment variable"))]
-    return " ".join(keep) or type(exc).__name__
+    text = " ".join(keep) or type(exc).__name__
+    missing = re.search(r"Could not find '(?:.*/)?([^/']+)/([^/']+)'\s*Available options in '[^']+':\s*(.*)", text)
+    if missing:   # the same words as for a bad override on the command line
+        group, value, options = missing.groups()
+        return f"unknown {group} {value!r}; valid choices: {', '.join(sorted(options.split()))}"
+    return text
 
 
 def _values(override) -> list[str]:
@@ -68,48 +76,64 @@ def _jobs(overrides, group_keys: set[str]) -> list[list[str]]:
     return jobs
 
 
-def preflight(argv: list[str]) -> None:
-    """Compose and validate every job of this command line; raise ConfigError if any is bad."""
+def preflight(argv: list[str], config_name: str = CONFIG_NAME,
+              validate: Callable[[DictConfig], object] = load_experiment) -> None:
+    """Compose and ``validate`` every job of this command line; raise ConfigError if any is bad."""
     args = get_args_parser().parse_args(argv)
     if args.help or args.hydra_help or args.info or args.shell_completion:
         return
-    config_name = args.config_name or CONFIG_NAME
+    config_name = args.config_name or config_name
     try:
         overrides = OverridesParser.create().parse_overrides(args.overrides)
     except Exception as exc:  # noqa: BLE001 - Hydra's grammar errors
         raise ConfigError(_one_line(exc)) from None
 
     GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
-        loader = GlobalHydra.instance().config_loader()
-        for o in overrides:
-            choices = loader.get_group_options(o.key_or_group)
-            if not choices or o.is_delete():
-                continue
-            for value in _values(o):
-                if value not in choices and value != "null":
-                    name = o.key_or_group.split("/")[-1]
-                    raise ConfigError(f"unknown {name} {value!r}; valid choices: {', '.join(sorted(choices))}")
-        if not args.multirun and any(o.is_sweep_override() for o in overrides):
-            raise ConfigError("a comma-separated or range() value sweeps: add -m (multirun)")
-        sweep = list(overrides)
-        if args.multirun:
-            fixed = [o.input_line for o in overrides if not o.is_sweep_override()]
-            try:
-                base = compose(config_name, overrides=fixed, return_hydra_config=True)
-            except Exception as exc:  # noqa: BLE001
-                raise ConfigError(_one_line(exc)) from None
-            params = OmegaConf.select(base, "hydra.sweeper.params") or {}
-            preset = [f"{k}={v}" for k, v in params.items()]
-            sweep = OverridesParser.create().parse_overrides(preset) + sweep
-        group_keys = {o.key_or_group for o in sweep if loader.get_group_options(o.key_or_group)}
-        for job in _jobs(sweep, group_keys):
-            try:
-                cfg = compose(config_name, overrides=job)
-            except Exception as exc:  # noqa: BLE001
-                raise ConfigError(_one_line(exc)) from None
-            load_experiment(cfg)
-    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
+            _check_jobs(overrides, config_name, args.multirun, validate)
+    finally:
+        GlobalHydra.instance().clear()
+
+
+def _check_jobs(overrides, config_name: str, multirun: bool,
+                validate: Callable[[DictConfig], object]) -> None:
+    loader = GlobalHydra.instance().config_loader()
+    for o in overrides:
+        choices = loader.get_group_options(o.key_or_group)
+        if not choices or o.is_delete():
+            continue
+        for value in _values(o):
+            if value not in choices and value != "null":
+                name = o.key_or_group.split("/")[-1]
+                raise ConfigError(f"unknown {name} {value!r}; valid choices: {', '.join(sorted(choices))}")
+    sweeps = any(o.is_sweep_override() for o in overrides)
+    if not multirun and sweeps:
+        raise ConfigError("a comma-separated or range() value sweeps: add -m (multirun)")
+    sweep = list(overrides)
+    if multirun:
+        fixed = [o.input_line for o in overrides if not o.is_sweep_override()]
+        base = _compose(config_name, fixed, hydra=True)
+        if OmegaConf.select(base, "hydra.sweeper._target_", default="").endswith("CatalogueSweeper"):
+            if sweeps:
+                raise ConfigError("the catalogue sweep builds its own job list: drop comma/range values "
+                                  "(set hydra.sweeper.seeds=N or hydra.sweeper.faults=[...] instead)")
+            plan_runs(OmegaConf.to_container(base.hydra.sweeper), fixed,
+                      compose=lambda job: _compose(config_name, job))
+            return
+        params = OmegaConf.select(base, "hydra.sweeper.params") or {}
+        preset = [f"{k}={v}" for k, v in params.items()]
+        sweep = OverridesParser.create().parse_overrides(preset) + sweep
+    group_keys = {o.key_or_group for o in sweep if loader.get_group_options(o.key_or_group)}
+    for job in _jobs(sweep, group_keys):
+        validate(_compose(config_name, job))
+
+
+def _compose(config_name: str, overrides: list[str], hydra: bool = False) -> DictConfig:
+    try:
+        return compose(config_name, overrides=overrides, return_hydra_config=hydra)
+    except Exception as exc:  # noqa: BLE001 - Hydra/OmegaConf composition errors
+        raise ConfigError(_one_line(exc)) from None
 
 
 def _is_multirun() -> bool:
@@ -133,14 +157,21 @@ def app(cfg: DictConfig) -> None:
         sys.exit(code)
 
 
-def main(argv: list[str] | None = None) -> None:
+def run_app(hydra_app: Callable[[], None], config_name: str = CONFIG_NAME,
+            validate: Callable[[DictConfig], object] = load_experiment,
+            argv: list[str] | None = None) -> None:
+    """Validate the command line (one-line error, exit 2), then hand it to the Hydra app."""
     argv = sys.argv[1:] if argv is None else argv
     try:
-        preflight(argv)
+        preflight(argv, config_name, validate)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(2)
-    app()
+    hydra_app()
 
 
-__all__ = ["main", "preflight", "app", "Experiment"]
+def main() -> None:
+    run_app(app)
+
+
+__all__ = ["main", "preflight", "run_app", "app", "Experiment"]

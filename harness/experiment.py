@@ -26,9 +26,11 @@ def describe(exp: Experiment) -> str:
 
 def _train_with_progress(exp: Experiment, label: str, console: Console, show_bar: bool) -> RunResult:
     total = n_updates_planned(exp)
-    if not show_bar:
+    if not show_bar:   # one line per run, e.g. in a sweep
         res = get_or_train(exp)
-        console.print(f"{label}: {'reused' if res.reused else res.meta['status']} {res.run_id}")
+        outcome = "reused" if res.reused else f"{res.meta['status']} in {res.meta['wall_s']:.1f} s"
+        console.print(f"{label} ({exp.algo.name}/{exp.env.name}/{exp.backend.name} seed {exp.seed}): "
+                      f"{outcome} -> {res.run_id}", soft_wrap=True)
         return res
     progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                         TextColumn("updates"), TimeElapsedColumn(), TextColumn("{task.fields[info]}"),
@@ -62,13 +64,15 @@ def run_experiment(exp: Experiment, multirun: bool = False) -> int:
     width = max(110, Console().width)
     console = Console(width=width, highlight=False)
     err = Console(stderr=True, width=width, highlight=False)
-    console.print(f"[bold]rl-fault-harness[/]: {describe(exp)}", soft_wrap=True)
     show_bar = exp.progress and not multirun
+    if not multirun:
+        console.print(f"[bold]rl-fault-harness[/]: {describe(exp)}", soft_wrap=True)
     runs: list[tuple[str, RunResult]] = []
-    faulty = _train_with_progress(exp, exp.fault.name, err, show_bar)
+    faulty = _train_with_progress(exp, exp.fault.name, err if show_bar else console, show_bar)
     runs.append((exp.fault.name, faulty))
     if exp.twin and exp.fault.name != "none":
-        twin = _train_with_progress(healthy_twin(exp), "none (healthy twin)", err, show_bar)
+        twin = _train_with_progress(healthy_twin(exp), "none (healthy twin)", err if show_bar else console,
+                                    show_bar)
         runs.append(("none (twin)", twin))
 
     onset = exp.fault.onset if exp.fault.name != "none" else 0

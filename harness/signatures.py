@@ -31,15 +31,16 @@ class Result:
 class Signature:
     name: str
     description: str
+    metric: str          # the metric it reads (what to plot to see it)
     check: Callable[[pd.DataFrame, dict[str, Any]], Result]
 
 
 SIGNATURES: dict[str, Signature] = {}
 
 
-def signature(name: str, description: str):
+def signature(name: str, metric: str, description: str):
     def register(fn: Callable[[pd.DataFrame, dict[str, Any]], Result]):
-        SIGNATURES[name] = Signature(name, description, fn)
+        SIGNATURES[name] = Signature(name, description, metric, fn)
         return fn
     return register
 
@@ -61,17 +62,17 @@ def _share_rule(post: pd.DataFrame, metric: str, test: Callable[[pd.Series], pd.
     return Result(share >= need, f"{what} on {share:.0%} of {len(col)} updates")
 
 
-@signature("ratio_pinned", "importance ratio exactly 1 (max |r - 1| < 1e-6) on >= 90% of updates")
+@signature("ratio_pinned", "ratio_dev_max", "importance ratio exactly 1 (max |r - 1| < 1e-6) on >= 90% of updates")
 def ratio_pinned(post: pd.DataFrame, meta: dict) -> Result:
     return _share_rule(post, "ratio_dev_max", lambda c: c <= EXACT, "max |r-1| <= 1e-6")
 
 
-@signature("approx_kl_zero", "approx_kl (k3) is 0 on >= 90% of updates")
+@signature("approx_kl_zero", "approx_kl", "approx_kl (k3) is 0 on >= 90% of updates")
 def approx_kl_zero(post: pd.DataFrame, meta: dict) -> Result:
     return _share_rule(post, "approx_kl", lambda c: c.abs() <= 1e-9, "approx_kl == 0")
 
 
-@signature("approx_kl_tiny", "the policy moves but barely: median approx_kl in (1e-9, 1e-4)")
+@signature("approx_kl_tiny", "approx_kl", "the policy moves but barely: median approx_kl in (1e-9, 1e-4)")
 def approx_kl_tiny(post: pd.DataFrame, meta: dict) -> Result:
     col = _finite(post["approx_kl"])
     if col.empty:
@@ -80,19 +81,19 @@ def approx_kl_tiny(post: pd.DataFrame, meta: dict) -> Result:
     return Result(1e-9 < med < 1e-4, f"median approx_kl {med:.2e}")
 
 
-@signature("clipfrac_zero", "clip fraction exactly 0 on >= 90% of updates: clipping never acts")
+@signature("clipfrac_zero", "clipfrac", "clip fraction exactly 0 on >= 90% of updates: clipping never acts")
 def clipfrac_zero(post: pd.DataFrame, meta: dict) -> Result:
     return _share_rule(post, "clipfrac", lambda c: c == 0, "clipfrac == 0")
 
 
-@signature("clipfrac_saturated", "median clip fraction > 0.3 (post-training-toolkit rule; healthy ~0.03)")
+@signature("clipfrac_saturated", "clipfrac", "median clip fraction > 0.3 (post-training-toolkit rule; healthy ~0.03)")
 def clipfrac_saturated(post: pd.DataFrame, meta: dict) -> Result:
     col = _finite(post["clipfrac"])
     med = float(col.median()) if len(col) else math.nan
     return Result(bool(med > 0.3), f"median clipfrac {med:.3f}")
 
 
-@signature("optimizer_steps_short",
+@signature("optimizer_steps_short", "optimizer_steps",
            "fewer optimizer steps than configured epochs x minibatches on >= 50% of updates")
 def optimizer_steps_short(post: pd.DataFrame, meta: dict) -> Result:
     configured = meta.get("configured_optimizer_steps")
@@ -103,12 +104,12 @@ def optimizer_steps_short(post: pd.DataFrame, meta: dict) -> Result:
                        f"optimizer_steps < {configured} (median {ok.median():.0f})", need=0.5)
 
 
-@signature("reward_zero", "reward is exactly 0 on every update")
+@signature("reward_zero", "reward_mean", "reward is exactly 0 on every update")
 def reward_zero(post: pd.DataFrame, meta: dict) -> Result:
     return _share_rule(post, "reward_mean", lambda c: c == 0, "reward_mean == 0", need=1.0)
 
 
-@signature("value_to_zero", "critic collapses to 0: median |value_mean| < 0.01 over the last half")
+@signature("value_to_zero", "value_mean", "critic collapses to 0: median |value_mean| < 0.01 over the last half")
 def value_to_zero(post: pd.DataFrame, meta: dict) -> Result:
     col = _finite(post["value_mean"])
     if col.empty:
@@ -117,28 +118,28 @@ def value_to_zero(post: pd.DataFrame, meta: dict) -> Result:
     return Result(med < 0.01, f"median |value_mean| {med:.3g} over the last half")
 
 
-@signature("adv_zero", "advantages identically 0 (mean and std) on >= 90% of updates")
+@signature("adv_zero", "adv_std", "advantages identically 0 (mean and std) on >= 90% of updates")
 def adv_zero(post: pd.DataFrame, meta: dict) -> Result:
     both = post["adv_mean"].abs().fillna(math.inf) + post["adv_std"].abs().fillna(math.inf)
     return _share_rule(pd.DataFrame({"a": both}), "a", lambda c: c <= 1e-9, "adv mean and std == 0")
 
 
-@signature("loss_zero", "policy loss exactly 0 on >= 90% of updates")
+@signature("loss_zero", "policy_loss", "policy loss exactly 0 on >= 90% of updates")
 def loss_zero(post: pd.DataFrame, meta: dict) -> Result:
     return _share_rule(post, "policy_loss", lambda c: c.abs() <= 1e-9, "policy_loss == 0")
 
 
-@signature("grad_zero", "gradient norm exactly 0 on >= 90% of updates")
+@signature("grad_zero", "grad_norm", "gradient norm exactly 0 on >= 90% of updates")
 def grad_zero(post: pd.DataFrame, meta: dict) -> Result:
     return _share_rule(post, "grad_norm", lambda c: c == 0, "grad_norm == 0")
 
 
-@signature("param_frozen", "parameters unchanged (param_delta == 0) on >= 90% of updates")
+@signature("param_frozen", "param_delta", "parameters unchanged (param_delta == 0) on >= 90% of updates")
 def param_frozen(post: pd.DataFrame, meta: dict) -> Result:
     return _share_rule(post, "param_delta", lambda c: c == 0, "param_delta == 0")
 
 
-@signature("kl_explodes", "median approx_kl > 0.1 (the folk KL rule; healthy ~0.01), or non-finite")
+@signature("kl_explodes", "approx_kl", "median approx_kl > 0.1 (the folk KL rule; healthy ~0.01), or non-finite")
 def kl_explodes(post: pd.DataFrame, meta: dict) -> Result:
     col = post["approx_kl"].dropna()
     if col.empty:
@@ -149,7 +150,7 @@ def kl_explodes(post: pd.DataFrame, meta: dict) -> Result:
     return Result(med > 0.1, f"median approx_kl {med:.3g} (max {col.max():.3g})")
 
 
-@signature("entropy_collapse",
+@signature("entropy_collapse", "entropy",
            "entropy over the last 5 updates < 10% of the initial policy's (discrete: ln n), "
            "or down by > 2.3 nats per action dimension from a unit Gaussian")
 def entropy_collapse(post: pd.DataFrame, meta: dict) -> Result:
@@ -165,7 +166,7 @@ def entropy_collapse(post: pd.DataFrame, meta: dict) -> Result:
     return Result(last < 0.1 * initial, f"entropy ln({space['n']})={initial:.3f} -> {last:.3g}")
 
 
-@signature("adv_nonfinite_or_huge",
+@signature("adv_nonfinite_or_huge", "adv_std",
            "advantages non-finite; for GRPO also their std > 10 (group-normalised advantages have std ~1)")
 def adv_nonfinite_or_huge(post: pd.DataFrame, meta: dict) -> Result:
     bad = ~np.isfinite(post["adv_mean"]) | ~np.isfinite(post["adv_std"])
@@ -175,17 +176,17 @@ def adv_nonfinite_or_huge(post: pd.DataFrame, meta: dict) -> Result:
     return Result(n > 0, f"{n} update(s) with non-finite or huge advantages")
 
 
-@signature("groups_uniform", "GRPO: every group's rewards equal (frac_reward_zero_std == 1) on >= 90% of updates")
+@signature("groups_uniform", "frac_reward_zero_std", "GRPO: every group's rewards equal (frac_reward_zero_std == 1) on >= 90% of updates")
 def groups_uniform(post: pd.DataFrame, meta: dict) -> Result:
     return _share_rule(post, "frac_reward_zero_std", lambda c: c == 1, "frac_reward_zero_std == 1")
 
 
-@signature("kl_ref_zero", "GRPO: KL to the reference exactly 0 on >= 90% of updates")
+@signature("kl_ref_zero", "kl_ref", "GRPO: KL to the reference exactly 0 on >= 90% of updates")
 def kl_ref_zero(post: pd.DataFrame, meta: dict) -> Result:
     return _share_rule(post, "kl_ref", lambda c: c.abs() <= 1e-9, "kl_ref == 0")
 
 
-@signature("kl_ref_explodes", "GRPO: KL to the reference exceeds 20 per token (healthy runs peak below ~8)")
+@signature("kl_ref_explodes", "kl_ref", "GRPO: KL to the reference exceeds 20 per token (healthy runs peak below ~8)")
 def kl_ref_explodes(post: pd.DataFrame, meta: dict) -> Result:
     col = post["kl_ref"].dropna()
     if col.empty:
@@ -194,7 +195,7 @@ def kl_ref_explodes(post: pd.DataFrame, meta: dict) -> Result:
     return Result(peak > 20, f"max kl_ref {peak:.3g}")
 
 
-@signature("nonfinite", "a loss, gradient or parameter became NaN/Inf")
+@signature("nonfinite", "nonfinite", "a loss, gradient or parameter became NaN/Inf")
 def nonfinite(post: pd.DataFrame, meta: dict) -> Result:
     bad = int((post["nonfinite"] == 1).sum())
     where = f" at update {int(post.loc[post['nonfinite'] == 1, 'update'].iloc[0])}" if bad else ""

@@ -1,0 +1,145 @@
+"""The labelled dataset: every stored run's metric rows with their labels, for detectors.
+
+Written to ``results_dir/dataset/``:
+
+- ``data.parquet``: one row per (run, update): run_id, update, env_step, every canonical
+  metric, and the labels fault, fault_active, is_control, algo, algo_variant, env, backend,
+  seed, onset, status.
+- ``runs.parquet``: one row per run: labels, status and error, and the configured and
+  effective hyperparameters (``configured.<name>``, ``effective.<name>``).
+- ``splits.parquet``: deterministic splits per run: ``by_seed`` (seed % 5 in 0-2 train, 3
+  val, 4 test) and ``heldout_<env>`` (that env is test, the others train).
+- ``DATASHEET.md``: counts per label, how the data were generated, library versions.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from harness.metrics import CANONICAL
+from harness.runs import RunSet
+from harness.store import atomic_write_bytes, atomic_write_parquet
+
+LABELS = ["fault", "is_control", "algo", "algo_variant", "env", "backend", "seed", "onset", "status"]
+
+
+def runs_table(rs: RunSet) -> pd.DataFrame:
+    rows = []
+    for rid, m in rs.metas.items():
+        hp = m["hyperparameters"]
+        rows.append({
+            "run_id": rid, "fault": m["fault"], "fault_params": json.dumps(m["fault_params"], sort_keys=True),
+            "onset": m["onset_update"] if m["onset_update"] is not None else 0,
+            "algo": m["algo"], "algo_variant": m.get("algo_variant", "default"), "env": m["env"],
+            "env_id": m["env_id"], "backend": m["backend"], "seed": m["seed"], "is_control": m["is_control"],
+            "status": m["status"], "error": m["error"], "n_updates": m["n_updates"],
+            "n_updates_planned": m["n_updates_planned"], "wall_s": m["wall_s"],
+            "total_timesteps": m["total_timesteps"],
+            **{f"configured.{k}": v for k, v in hp["configured"].items()},
+            **{f"effective.{k}": v for k, v in hp["effective"].items()},
+        })
+    return pd.DataFrame(rows).sort_values("run_id", ignore_index=True)
+
+
+def data_table(rs: RunSet, runs: pd.DataFrame) -> pd.DataFrame:
+    labels = runs.set_index("run_id")[LABELS]
+    frames = []
+    for rid in runs["run_id"]:
+        m = rs.metrics[rid].copy()
+        m.insert(0, "run_id", rid)
+        for col in LABELS:
+            m[col] = labels.at[rid, col]
+        frames.append(m)
+    data = pd.concat(frames, ignore_index=True)
+    order = ["run_id", "update", "env_step", "fault", "fault_active", *[c for c in LABELS if c != "fault"],
+             *CANONICAL]
+    return data[order]
+
+
+def splits_table(runs: pd.DataFrame) -> pd.DataFrame:
+    by_seed = runs["seed"].mod(5).map({0: "train", 1: "train", 2: "train", 3: "val", 4: "test"})
+    out = pd.DataFrame({"run_id": runs["run_id"], "by_seed": by_seed})
+    for env in sorted(runs["env"].unique()):
+        out[f"heldout_{env}"] = (runs["env"] == env).map({True: "test", False: "train"})
+    return out
+
+
+def datasheet(runs: pd.DataFrame, data: pd.DataFrame, rs: RunSet, command: str) -> str:
+    counts = (runs.assign(setup=runs["algo"] + runs["algo_variant"].map(lambda v: "" if v == "default" else f"_{v}")
+                          + "/" + runs["env"] + "/" + runs["backend"])
+              .pivot_table(index=["fault", "setup"], columns="status", values="run_id", aggfunc="count",
+                           fill_value=0))
+    lines = ["# Datasheet: rl-fault-harness labelled training runs", "",
+             "## What it is",
+             "Training-metric traces of small PPO and GRPO agents, some with a known bug injected from a "
+             "known update (the onset), with healthy twins and healthy look-alike controls. Meant for "
+             "training and scoring detectors of broken RL training. Every run is reproducible from its "
+             "config and seed (runs.parquet; the run store's meta.json has the full config).", "",
+             "## Composition",
+             f"- {len(runs)} runs, {len(data)} metric rows (one per update); "
+             f"{int((runs['fault'] != 'none').sum())} faulty runs, {int((runs['fault'] == 'none').sum())} "
+             f"healthy runs of which {int(runs['is_control'].sum())} are look-alike controls.",
+             f"- status: {dict(Counter(runs['status']))} (diverged and crashed runs are kept, with their "
+             "metrics up to the last update).", "",
+             "Runs per label:", "",
+             "| fault | setup | " + " | ".join(counts.columns) + " |",
+             "|---|---|" + "---|" * len(counts.columns)]
+    for (fault, setup), row in counts.iterrows():
+        lines.append(f"| {fault} | {setup} | " + " | ".join(str(int(v)) for v in row) + " |")
+    seeds = sorted(runs["seed"].unique())
+    budgets = runs.groupby(["algo", "env"])["total_timesteps"].unique()
+    commands = Counter(m.get("command", "") for m in rs.metas.values())
+    versions: dict[str, set[str]] = {}
+    for m in rs.metas.values():
+        for lib, v in m["versions"].items():
+            versions.setdefault(lib, set()).add(v)
+    lines += ["", "## Labels",
+              "- `fault` (run level): the injected fault, `none` for healthy runs and controls.",
+              "- `fault_active` (row level): True from the onset update on.",
+              "- `onset`: the update at which the fault switches on.",
+              "- `is_control`: a healthy configuration that shows a raw fault symptom by construction "
+              "(one epoch and one minibatch: ratio == 1 is correct there).",
+              "- `status`: ok | diverged (a loss, gradient or parameter went non-finite) | crashed.", "",
+              "## Columns", "",
+              "Metric columns follow DESIGN.md:", "",
+              *[f"- `{name}`: {doc}" for name, doc in CANONICAL.items()], "",
+              "## Splits (splits.parquet)",
+              "- `by_seed`: seed % 5 in {0, 1, 2} train, 3 val, 4 test (every fault in every split).",
+              "- `heldout_<env>`: runs on that env are test, all others train.", "",
+              "## Generation",
+              f"- seeds: {seeds}",
+              *[f"- budget for {algo} on {env}: {', '.join(str(b) for b in sorted(v))} env steps"
+                for (algo, env), v in budgets.items()],
+              "- commands that produced the runs (count):",
+              *[f"  - `{c}` ({n})" for c, n in commands.most_common()],
+              f"- dataset written by `{command}`", "",
+              "## Library versions",
+              *[f"- {lib}: {', '.join(sorted(v))}" for lib, v in sorted(versions.items())], "",
+              "## Caveats",
+              "- Toy environments (CartPole, a digit-sequence token task): signatures are about training "
+              "dynamics, not scale.",
+              "- Thresholds of named signatures are hypotheses; the catalogue reports how they fare.", ""]
+    return "\n".join(lines)
+
+
+def write(rs: RunSet, out_dir: Path, command: str) -> dict[str, Path]:
+    runs = runs_table(rs)
+    data = data_table(rs, runs)
+    paths = {"data": out_dir / "data.parquet", "runs": out_dir / "runs.parquet",
+             "splits": out_dir / "splits.parquet", "datasheet": out_dir / "DATASHEET.md"}
+    atomic_write_parquet(paths["data"], data)
+    atomic_write_parquet(paths["runs"], runs)
+    atomic_write_parquet(paths["splits"], splits_table(runs))
+    atomic_write_bytes(paths["datasheet"], datasheet(runs, data, rs, command).encode())
+    return paths
+
+
+def load(results_dir: str | Path) -> dict[str, Any]:
+    """The dataset's tables as DataFrames: {'data', 'runs', 'splits'}."""
+    root = Path(results_dir) / "dataset"
+    return {name: pd.read_parquet(root / f"{name}.parquet") for name in ("data", "runs", "splits")}

@@ -1,0 +1,122 @@
+"""Catalogue plots: a faults x signatures heatmap and, per cell, metric traces faulty vs healthy."""
+
+from __future__ import annotations
+
+import io
+import math
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from faults import FAULTS  # noqa: E402
+from harness import signatures  # noqa: E402
+from harness.metrics import applicable  # noqa: E402
+from harness.report import PROGRESS  # noqa: E402
+from harness.runs import Cell, RunSet  # noqa: E402
+from harness.store import atomic_write_bytes  # noqa: E402
+
+N_TRACES = 6
+
+
+def _save(fig: plt.Figure, path: Path) -> None:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    atomic_write_bytes(path, buf.getvalue())
+
+
+def heatmap(cat: pd.DataFrame, path: Path) -> None:
+    """Rows: each fault cell (firing rate on faulty seeds), then each setup's healthy runs and
+    controls; columns: signatures."""
+    sigs = cat[cat["kind"] == "signature"]
+    names = list(signatures.SIGNATURES)
+    rows, labels = [], []
+    for cell, g in sigs.groupby("cell", sort=False):
+        rows.append(g.set_index("name")["rate_faulty"].reindex(names).to_numpy(dtype=float))
+        labels.append(cell)
+    for setup, g in sigs.assign(setup=sigs["cell"].str.split(" | ", regex=False).str[-1]).groupby("setup"):
+        first = g[g["cell"] == g["cell"].iloc[0]].set_index("name")
+        for column, what in (("rate_healthy", "healthy"), ("rate_control", "controls")):
+            values = first[column].reindex(names).to_numpy(dtype=float)
+            if not np.isnan(values).all():
+                rows.append(values)
+                labels.append(f"[{what}] | {setup}")
+    data = np.array(rows)
+    fig, ax = plt.subplots(figsize=(1.0 + 0.55 * len(names), 1.2 + 0.32 * len(rows)))
+    ax.imshow(np.nan_to_num(data, nan=0.0), cmap="Reds", vmin=0, vmax=1, aspect="auto")
+    for i in range(data.shape[0]):
+        for j in range(data.shape[1]):
+            if not np.isnan(data[i, j]) and data[i, j] > 0:
+                ax.text(j, i, f"{data[i, j]:.0%}".replace("100%", "1"), ha="center", va="center", fontsize=6,
+                        color="white" if data[i, j] > 0.6 else "black")
+    ax.set_xticks(range(len(names)), names, rotation=60, ha="right", fontsize=7)
+    ax.set_yticks(range(len(labels)), labels, fontsize=7)
+    ax.set_title("share of seeds on which each signature fired (after onset)", fontsize=9)
+    _save(fig, path)
+
+
+def trace_metrics(cell: Cell, cat: pd.DataFrame) -> list[str]:
+    """The cell's progress metric, the metrics its expected signatures read, then the metrics
+    that separate it best."""
+    algo = cell.info["algo"]
+    chosen = [PROGRESS[algo]]
+    cls = FAULTS.get(cell.info["fault"])
+    for sig in (cls.expected if cls else ()):
+        chosen.append(signatures.SIGNATURES[sig].metric)
+    mets = cat[(cat["cell"] == cell.label) & (cat["kind"] == "metric")].sort_values("auroc", ascending=False)
+    chosen += list(mets["name"])
+    return list(dict.fromkeys(chosen))[:N_TRACES]
+
+
+def _band(rs: RunSet, run_ids: list[str], metric: str) -> pd.DataFrame:
+    frame = pd.concat([rs.metrics[r].set_index("update")[metric].rename(r) for r in run_ids], axis=1)
+    frame = frame.replace([np.inf, -np.inf], np.nan)
+    return pd.DataFrame({"median": frame.median(axis=1), "lo": frame.quantile(0.25, axis=1),
+                         "hi": frame.quantile(0.75, axis=1)})
+
+
+def traces(cell: Cell, rs: RunSet, metrics: list[str], path: Path) -> None:
+    cols = 3
+    rows = math.ceil(len(metrics) / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 2.6 * rows), squeeze=False)
+    for ax, metric in zip(axes.flat, metrics):
+        for run_ids, color, label in ((cell.healthy, "tab:blue", "healthy"), (cell.faulty, "tab:red", cell.info["fault"])):
+            if not run_ids:
+                continue
+            band = _band(rs, run_ids, metric)
+            ax.plot(band.index, band["median"], color=color, lw=1.3, label=f"{label} (n={len(run_ids)})")
+            ax.fill_between(band.index, band["lo"], band["hi"], color=color, alpha=0.2, lw=0)
+            peak = np.nanmax(np.abs(band["hi"].to_numpy(dtype=float))) if band["hi"].notna().any() else 0
+            if peak > 1e3:
+                ax.set_yscale("symlog", linthresh=1.0)
+        if cell.info["onset"]:
+            ax.axvline(cell.info["onset"], color="black", ls="--", lw=0.8)
+        ax.set_title(metric, fontsize=9)
+        ax.tick_params(labelsize=7)
+    for ax in list(axes.flat)[len(metrics):]:
+        ax.axis("off")
+    axes.flat[0].legend(fontsize=7)
+    fig.suptitle(f"{cell.label}: median and interquartile band over seeds"
+                 + (f", onset at update {cell.info['onset']}" if cell.info["onset"] else ""), fontsize=10)
+    fig.supxlabel("update", fontsize=8)
+    fig.tight_layout()
+    _save(fig, path)
+
+
+def write_all(cat: pd.DataFrame, rs: RunSet, out_dir: Path, fixed_metrics: tuple[str, ...] = ()
+              ) -> dict[str, str]:
+    """Write every plot; returns {cell label or 'heatmap': path relative to the catalogue dir}."""
+    written = {"heatmap": "plots/heatmap.png"}
+    heatmap(cat, out_dir / "heatmap.png")
+    for cell in rs.cells():
+        metrics = [m for m in (fixed_metrics or trace_metrics(cell, cat)) if m in applicable(cell.info["algo"])]
+        name = f"traces_{cell.slug}.png"
+        traces(cell, rs, metrics, out_dir / name)
+        written[cell.label] = f"plots/{name}"
+    return written
+

@@ -1,0 +1,1 @@
+"""Hydra plugin: the rl-fault-harness catalogue sweeper (``hydra/sweeper=catalogue``)."""

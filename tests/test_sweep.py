@@ -1,0 +1,121 @@
+"""Sweeps: the catalogue preset, resuming after kill -9, and the cluster launchers."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from harness.store import RunStore
+
+SMALL = ["hydra.sweeper.seeds=2", "hydra.sweeper.faults=[none,shared_policy,zero_reward,tiny_clip]",
+         "hydra.sweeper.setups=[{algo:ppo,env:cartpole,backend:native}]",
+         "hydra.sweeper.controls=[{algo:ppo_single_pass,env:cartpole,backend:native}]",
+         "hydra.sweeper.progress_every_s=1", "env.total_timesteps=24576"]
+EXPECTED = 4 * 2 + 2      # 4 faults (none included) x 2 seeds + the control x 2 seeds
+
+
+def harness(*args: str, **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "harness", *args], capture_output=True, text=True,
+                          timeout=600, **kwargs)
+
+
+def complete_runs(results_dir) -> dict[str, int]:
+    """run_id -> meta.json mtime, for every complete run; every meta.json must parse."""
+    runs = RunStore(results_dir).runs
+    out = {}
+    for run_dir in runs.iterdir() if runs.exists() else []:
+        meta = run_dir / "meta.json"
+        if meta.exists():
+            json.loads(meta.read_text())            # never a torn file
+            assert (run_dir / "metrics.parquet").exists()
+            out[run_dir.name] = meta.stat().st_mtime_ns
+    return out
+
+
+@pytest.mark.slow
+def test_catalogue_sweep_survives_kill_9_and_resumes(tmp_path):
+    args = [sys.executable, "-m", "harness", "-m", "+sweep=catalogue", f"results_dir={tmp_path}",
+            "hydra.launcher.n_jobs=2", *SMALL]
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    deadline = time.monotonic() + 300
+    while len(complete_runs(tmp_path)) < 3:
+        assert proc.poll() is None, proc.stdout.read()
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGKILL)          # the sweep and its workers, mid-flight
+    proc.wait()
+    before = complete_runs(tmp_path)
+    assert 3 <= len(before) < EXPECTED
+
+    out = harness("-m", "+sweep=catalogue", f"results_dir={tmp_path}", *SMALL)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert f"{EXPECTED} runs, {len(before)} already stored" in out.stdout
+    after = complete_runs(tmp_path)
+    assert len(after) == EXPECTED
+    assert all(after[rid] == mtime for rid, mtime in before.items()), "stored runs were retrained"
+    metas = list(RunStore(tmp_path).iter_metas())
+    assert sorted({m["fault"] for m in metas}) == ["none", "shared_policy", "tiny_clip", "zero_reward"]
+    assert sum(m["is_control"] for m in metas) == 2
+
+    again = harness("-m", "+sweep=catalogue", f"results_dir={tmp_path}", *SMALL)
+    assert again.returncode == 0 and f"{EXPECTED} already stored" in again.stdout and "0 to train" in again.stdout
+
+
+def test_catalogue_plan_covers_faults_setups_controls():
+    from harness.sweep import Setup, plan
+
+    jobs = plan([Setup("ppo", "cartpole"), Setup("grpo", "toyseq")], [Setup("ppo_single_pass", "cartpole")],
+                "all", 2, algo_name=lambda s: s.algo.split("_")[0])
+    faults = {(j[0], j[3]) for j in jobs}
+    assert ("algo=grpo", "fault=reference_not_frozen") in faults
+    assert ("algo=ppo", "fault=reference_not_frozen") not in faults       # GRPO-only fault
+    assert ("algo=ppo_single_pass", "fault=none") in faults
+    assert not any(j[0] == "algo=ppo_single_pass" and j[3] != "fault=none" for j in jobs)
+    assert len(jobs) == 2 * (6 + 10 + 1)          # ppo: none + 5 core; grpo: none + 9; one control
+    assert jobs[0][0] == "algo=grpo"              # longest jobs first
+
+
+@pytest.mark.parametrize("args, message", [
+    (["seed=0,1"], "the catalogue sweep builds its own job list"),
+    (["hydra.sweeper.faults=[none,nope]"], "unknown fault 'nope' in hydra.sweeper.faults"),
+    (["hydra.sweeper.setups=[{algo:ppo,env:mars,backend:native}]"], "unknown env 'mars'"),
+])
+def test_bad_catalogue_sweep_is_one_line(tmp_path, args, message):
+    out = harness("-m", "+sweep=catalogue", f"results_dir={tmp_path}", *args)
+    assert out.returncode == 2
+    assert out.stderr.strip().startswith("error: ") and message in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1
+    assert not tmp_path.joinpath("runs").exists()
+
+
+@pytest.mark.slow
+def test_ray_launcher_runs_jobs_on_a_local_cluster(tmp_path):
+    pytest.importorskip("hydra_plugins.hydra_ray_launcher")
+    out = harness("-m", "fault=none,shared_policy,zero_reward", "twin=false", "hydra/launcher=ray",
+                  f"results_dir={tmp_path}", "env.total_timesteps=4096", "algo.n_steps=64",
+                  env={**os.environ, "RAY_AUTH_MODE": "disabled"})
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert "Ray" in out.stdout + out.stderr
+    assert sorted(m["fault"] for m in RunStore(tmp_path).iter_metas()) == ["none", "shared_policy", "zero_reward"]
+
+
+@pytest.mark.slow
+def test_submitit_launcher_runs_jobs(tmp_path):
+    pytest.importorskip("hydra_plugins.hydra_submitit_launcher")
+    out = harness("-m", "fault=none,tiny_clip", "twin=false", "hydra/launcher=submitit_local",
+                  f"results_dir={tmp_path}", "env.total_timesteps=4096", "algo.n_steps=64")
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert sorted(m["fault"] for m in RunStore(tmp_path).iter_metas()) == ["none", "tiny_clip"]
+
+
+def test_slurm_launcher_config_composes():
+    out = harness("hydra/launcher=harness_slurm", "--cfg", "hydra", "-p", "hydra.launcher")
+    assert out.returncode == 0, out.stderr
+    assert "SlurmLauncher" in out.stdout and "cpus_per_task: 1" in out.stdout
