@@ -11,10 +11,8 @@ import importlib
 import pkgutil
 from typing import Any
 
-from hydra.utils import get_class
-
 from faults.base import Fault
-from harness.config import ConfigError
+from harness.config import ConfigError, locate
 
 
 def _discover() -> dict[str, type[Fault]]:
@@ -38,10 +36,7 @@ def build_fault(cfg: dict[str, Any]) -> Fault:
     target = cfg.pop("_target_", None)
     if target is None:
         raise ConfigError("fault config has no _target_")
-    try:
-        cls = get_class(target)
-    except Exception:
-        raise ConfigError(f"fault _target_ {target!r} cannot be imported") from None
+    cls = locate(target)
     if not (isinstance(cls, type) and issubclass(cls, Fault)):
         raise ConfigError(f"fault _target_ {target!r} is not a faults.base.Fault subclass")
     valid = set(cls.param_docs())

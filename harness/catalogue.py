@@ -30,7 +30,7 @@ from omegaconf import DictConfig
 from faults import FAULTS
 from harness import signatures
 from harness.cli import CONF_DIR, run_app
-from harness.config import ConfigError, check_range
+from harness.config import ConfigError, check_range, locate
 from harness.metrics import CANONICAL, applicable
 from harness.runs import Cell, RunSet
 from harness.store import atomic_write_bytes, atomic_write_parquet
@@ -126,7 +126,14 @@ def cell_rows(cell: Cell, rs: RunSet, n_boot: int, rng: np.random.Generator) -> 
     expected = list(fault_cls.expected) if fault_cls else []
 
     sig_rows = []
-    for name in signatures.SIGNATURES:
+    recorded = applicable(cell.info["algo"])
+    for name, sig in signatures.SIGNATURES.items():
+        if sig.metric not in recorded:       # e.g. value_to_zero on GRPO, which has no critic
+            sig_rows.append({"kind": "signature", "name": name, "expected": name in expected,
+                             "rate_faulty": math.nan, "rate_healthy": math.nan, "rate_control": math.nan,
+                             "verdict": f"n/a ({sig.metric} is not recorded for {cell.info['algo']})"
+                             if name in expected else None})
+            continue
         rf, rh, rc = (_rate(fired, ids, name) for ids in (cell.faulty, cell.healthy, cell.controls))
         sig_rows.append({"kind": "signature", "name": name, "expected": name in expected,
                          "rate_faulty": rf, "rate_healthy": rh, "rate_control": rc,
@@ -151,13 +158,14 @@ def cell_rows(cell: Cell, rs: RunSet, n_boot: int, rng: np.random.Generator) -> 
                             "n_faulty_finite": len(pos), "n_healthy_finite": len(neg)})
 
     separating_sigs = [r["name"] for r in sig_rows
-                       if r["rate_faulty"] >= SEPARATES[0] and not r["rate_healthy"] > SEPARATES[1]]
+                       if r["rate_faulty"] >= SEPARATES[0] and not r["rate_healthy"] > SEPARATES[1]
+                       and not math.isnan(r["rate_healthy"])]
     separating_metrics = [r["name"] for r in sorted(metric_rows, key=lambda r: -r["auroc"])
                           if r["auroc"] >= AUROC_MANIFEST and r["auroc_ci_low"] >= 0.8
                           and r["n_faulty_finite"] >= MIN_SEEDS and r["n_healthy_finite"] >= MIN_SEEDS]
     summary = {
         **{k: cell.info[k] for k in ("fault", "fault_params", "onset", "algo", "algo_variant", "env",
-                                     "backend")},
+                                     "backend")},  # + the rest of SUMMARY_COLUMNS
         "cell": cell.label, "base": cell.info["base"],
         "n_faulty": len(cell.faulty), "n_healthy": len(cell.healthy), "n_control": len(cell.controls),
         "n_diverged": statuses.count("diverged"), "n_crashed": statuses.count("crashed"),
@@ -169,10 +177,47 @@ def cell_rows(cell: Cell, rs: RunSet, n_boot: int, rng: np.random.Generator) -> 
     return [{**summary, **row} for row in sig_rows + metric_rows]
 
 
-def build(rs: RunSet, n_boot: int = 1000, seed: int = 0) -> pd.DataFrame:
+SUMMARY_COLUMNS = ("fault", "fault_params", "onset", "algo", "algo_variant", "env", "backend", "cell", "base",
+                   "n_faulty", "n_healthy", "n_control", "n_diverged", "n_crashed", "manifested", "manifested_by")
+
+
+def build(rs: RunSet, n_boot: int = 1000, seed: int = 0, detectors: bool = True) -> pd.DataFrame:
     rng = np.random.default_rng(seed)
-    rows = [row for cell in rs.cells() for row in cell_rows(cell, rs, n_boot, rng)]
-    return pd.DataFrame(rows)
+    cat = pd.DataFrame([row for cell in rs.cells() for row in cell_rows(cell, rs, n_boot, rng)])
+    if detectors and not cat.empty:
+        cat = pd.concat([cat, detector_rows(rs, cat)], ignore_index=True)
+    return cat
+
+
+REFERENCE_DETECTORS = {"folk": "harness.detectors.folk.FolkDetector",
+                       "config_aware": "harness.detectors.config_aware.ConfigAwareDetector"}
+
+
+def detector_rows(rs: RunSet, cat: pd.DataFrame) -> pd.DataFrame:
+    """Each reference detector's recall, correct-cause rate and false-alarm rates per cell, so
+    the rules of thumb are measured next to the signatures."""
+    from harness import dataset
+    from harness.evaluate import evaluate
+
+    runs = dataset.runs_table(rs)
+    data = dataset.data_table(rs, runs)
+    cells = {c.label: c for c in rs.cells()}
+    rows = []
+    for name, target in REFERENCE_DETECTORS.items():
+        out = evaluate(locate(target)(), (data, runs), name=name).runs.set_index("run_id")
+        for label, cell in cells.items():
+            faulty, healthy, controls = (out.loc[ids] for ids in (cell.faulty, cell.healthy, cell.controls))
+            rows.append({"cell": label, "kind": "detector", "name": name,
+                         "recall": _mean(faulty["alarmed_after_onset"]),
+                         "correct_cause": _mean(faulty["named_fault"] == cell.info["fault"]),
+                         "false_alarm_healthy": _mean(healthy["alarmed"]),
+                         "false_alarm_control": _mean(controls["alarmed"])})
+    summary = cat.drop_duplicates("cell")[list(SUMMARY_COLUMNS)].set_index("cell")
+    return pd.DataFrame(rows).join(summary, on="cell")
+
+
+def _mean(values: pd.Series) -> float:
+    return float(values.mean()) if len(values) else math.nan
 
 
 def healthy_baselines(rs: RunSet) -> pd.DataFrame:
@@ -201,10 +246,12 @@ def _num(x: float) -> str:
     return f"{x:.3g}"
 
 
-def markdown(cat: pd.DataFrame, baselines: pd.DataFrame, plots: dict[str, str], command: str) -> str:
+def markdown(cat: pd.DataFrame, baselines: pd.DataFrame, plots: dict[str, str], results_dir: str) -> str:
     out = ["# Fault catalogue", "",
            "Which training bug leaves which metric signature, measured over seeds against healthy "
-           "twins and healthy look-alike controls. Regenerate with:", "", "```", command, "```", "",
+           "twins and healthy look-alike controls. Regenerate with (the sweep skips stored runs):", "",
+           "```", f"python -m harness -m +sweep=catalogue results_dir={results_dir}",
+           f"python -m harness.catalogue results_dir={results_dir}", "```", "",
            "Rates are the share of seeds on which a signature fired after the fault's onset; AUROC "
            "is how well the per-run median of a metric after onset separates faulty from healthy "
            f"seeds (1 = perfectly), with a 95% bootstrap interval over seeds. A fault *manifested* "
@@ -259,6 +306,15 @@ def markdown(cat: pd.DataFrame, baselines: pd.DataFrame, plots: dict[str, str], 
                     f"| {r['direction']} | {_num(r['faulty_median'])} | {_num(r['healthy_median'])} |"
                     for _, r in top.iterrows()]
             out.append("")
+        dets = rows[rows["kind"] == "detector"]
+        if len(dets):
+            out += ["Reference detectors (python -m harness.evaluate):", "",
+                    "| detector | recall | names the fault | false alarms: healthy | controls |",
+                    "|---|---|---|---|---|"]
+            out += [f"| {r['name']} | {_pct(r['recall'])} | {_pct(r['correct_cause'])} | "
+                    f"{_pct(r['false_alarm_healthy'])} | {_pct(r['false_alarm_control'])} |"
+                    for _, r in dets.iterrows()]
+            out.append("")
         mimic = sigs[(sigs["rate_faulty"] >= 0.5) & (sigs["rate_control"] >= 0.5)]
         if c["n_control"]:
             names = ", ".join(f"{r['name']} ({_pct(r['rate_control'])})" for _, r in mimic.iterrows())
@@ -280,7 +336,7 @@ def markdown(cat: pd.DataFrame, baselines: pd.DataFrame, plots: dict[str, str], 
     return "\n".join(out)
 
 
-def write(settings: CatalogueSettings, command: str) -> dict[str, Path]:
+def write(settings: CatalogueSettings) -> dict[str, Path]:
     """Build and write the catalogue (and dataset); returns the paths written."""
     rs = RunSet.load(settings.results_dir)
     if rs.runs.empty:
@@ -298,11 +354,13 @@ def write(settings: CatalogueSettings, command: str) -> dict[str, Path]:
         atomic_write_parquet(out_dir / "catalogue.parquet", cat)
         written["catalogue"] = out_dir / "catalogue.parquet"
     atomic_write_parquet(out_dir / "baselines.parquet", baselines)
-    atomic_write_bytes(out_dir / "CATALOGUE.md", markdown(cat, baselines, plots, command).encode())
+    atomic_write_bytes(out_dir / "CATALOGUE.md",
+                       markdown(cat, baselines, plots, str(settings.results_dir)).encode())
     written["markdown"] = out_dir / "CATALOGUE.md"
     if settings.dataset:
         from harness import dataset
 
+        command = f"python -m harness.catalogue results_dir={settings.results_dir}"
         written.update(dataset.write(rs, settings.results_dir / "dataset", command))
     return written
 
@@ -312,7 +370,7 @@ def app(cfg: DictConfig) -> None:
     settings = CatalogueSettings.from_cfg(cfg)
     rs_count = len(list((settings.results_dir / "runs").iterdir()))
     print(f"reading {rs_count} run directories under {settings.results_dir}/runs ...", flush=True)
-    written = write(settings, f"python -m harness.catalogue results_dir={cfg.results_dir}")
+    written = write(settings)
     cat = pd.read_parquet(written["catalogue"]) if "catalogue" in written else pd.DataFrame()
     if not cat.empty:
         cells = cat.drop_duplicates("cell")

@@ -33,7 +33,7 @@ FULL_PRODUCT_LIMIT = 64   # validate every job up to this many; above, each valu
 register_configs()
 
 
-def _one_line(exc: BaseException) -> str:
+def one_line(exc: BaseException) -> str:
     """Hydra/OmegaConf errors span lines (key, object type, search path...); keep the gist."""
     text = str(exc) + (f": {exc.__cause__}" if exc.__cause__ is not None else "")
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
@@ -86,7 +86,7 @@ def preflight(argv: list[str], config_name: str = CONFIG_NAME,
     try:
         overrides = OverridesParser.create().parse_overrides(args.overrides)
     except Exception as exc:  # noqa: BLE001 - Hydra's grammar errors
-        raise ConfigError(_one_line(exc)) from None
+        raise ConfigError(one_line(exc)) from None
 
     GlobalHydra.instance().clear()
     try:
@@ -118,9 +118,7 @@ def _check_jobs(overrides, config_name: str, multirun: bool,
             if sweeps:
                 raise ConfigError("the catalogue sweep builds its own job list: drop comma/range values "
                                   "(set hydra.sweeper.seeds=N or hydra.sweeper.faults=[...] instead)")
-            plan_runs(OmegaConf.to_container(base.hydra.sweeper), fixed,
-                      compose=lambda job: _compose(config_name, job))
-            return
+            return   # the catalogue sweeper validates its jobs itself, before launching any
         params = OmegaConf.select(base, "hydra.sweeper.params") or {}
         preset = [f"{k}={v}" for k, v in params.items()]
         sweep = OverridesParser.create().parse_overrides(preset) + sweep
@@ -133,7 +131,7 @@ def _compose(config_name: str, overrides: list[str], hydra: bool = False) -> Dic
     try:
         return compose(config_name, overrides=overrides, return_hydra_config=hydra)
     except Exception as exc:  # noqa: BLE001 - Hydra/OmegaConf composition errors
-        raise ConfigError(_one_line(exc)) from None
+        raise ConfigError(one_line(exc)) from None
 
 
 def _is_multirun() -> bool:

@@ -42,6 +42,17 @@ def check_range(owner: str, name: str, value: Any, *, gt=None, ge=None, lt=None,
         raise ConfigError(f"{key}={value!r} is out of range: must be {' and '.join(b for _, b in bounds)}")
 
 
+def locate(path: str) -> Any:
+    """The object at a dotted import path (a ``_target_``); raises ConfigError."""
+    import importlib
+
+    module_name, _, name = str(path).rpartition(".")
+    try:
+        return getattr(importlib.import_module(module_name), name)
+    except (ImportError, AttributeError, ValueError):
+        raise ConfigError(f"_target_ {path!r} cannot be imported (is its package on the path?)") from None
+
+
 @dataclass
 class PPOConfig:
     """Native PPO hyperparameters (names follow CleanRL/SB3); values live in conf/algo/*.yaml."""

@@ -52,11 +52,12 @@ def heatmap(cat: pd.DataFrame, path: Path) -> None:
     for i in range(data.shape[0]):
         for j in range(data.shape[1]):
             if not np.isnan(data[i, j]) and data[i, j] > 0:
-                ax.text(j, i, f"{data[i, j]:.0%}".replace("100%", "1"), ha="center", va="center", fontsize=6,
+                ax.text(j, i, f"{100 * data[i, j]:.0f}", ha="center", va="center", fontsize=6,
                         color="white" if data[i, j] > 0.6 else "black")
     ax.set_xticks(range(len(names)), names, rotation=60, ha="right", fontsize=7)
     ax.set_yticks(range(len(labels)), labels, fontsize=7)
-    ax.set_title("share of seeds on which each signature fired (after onset)", fontsize=9)
+    ax.set_title("% of seeds on which each signature fired (after onset): faults, then healthy runs "
+                 "and look-alike controls", fontsize=9)
     _save(fig, path)
 
 

@@ -109,6 +109,15 @@ def reward_zero(post: pd.DataFrame, meta: dict) -> Result:
     return _share_rule(post, "reward_mean", lambda c: c == 0, "reward_mean == 0", need=1.0)
 
 
+@signature("reward_flat", "reward_mean", "reward exactly the same on every update (a constant reward function)")
+def reward_flat(post: pd.DataFrame, meta: dict) -> Result:
+    col = _finite(post["reward_mean"])
+    if len(col) < 2:
+        return Result(False, "reward_mean: fewer than 2 finite values")
+    spread = float(col.max() - col.min())
+    return Result(spread == 0, f"reward_mean spread {spread:.3g} over {len(col)} updates")
+
+
 @signature("value_to_zero", "value_mean", "critic collapses to 0: median |value_mean| < 0.01 over the last half")
 def value_to_zero(post: pd.DataFrame, meta: dict) -> Result:
     col = _finite(post["value_mean"])
@@ -118,9 +127,12 @@ def value_to_zero(post: pd.DataFrame, meta: dict) -> Result:
     return Result(med < 0.01, f"median |value_mean| {med:.3g} over the last half")
 
 
-@signature("adv_zero", "adv_std", "advantages identically 0 (mean and std) on >= 90% of updates")
+@signature("adv_zero", "adv_mean", "advantages identically 0 (mean and std) on >= 90% of updates")
 def adv_zero(post: pd.DataFrame, meta: dict) -> Result:
-    both = post["adv_mean"].abs().fillna(math.inf) + post["adv_std"].abs().fillna(math.inf)
+    std = post["adv_std"]
+    if std.isna().all():      # a log with the mean only (verl logs mean, max, min)
+        return _share_rule(post, "adv_mean", lambda c: c.abs() <= 1e-9, "adv mean == 0 (no std logged)")
+    both = post["adv_mean"].abs().fillna(math.inf) + std.abs().fillna(math.inf)
     return _share_rule(pd.DataFrame({"a": both}), "a", lambda c: c <= 1e-9, "adv mean and std == 0")
 
 
@@ -155,15 +167,18 @@ def kl_explodes(post: pd.DataFrame, meta: dict) -> Result:
            "or down by > 2.3 nats per action dimension from a unit Gaussian")
 def entropy_collapse(post: pd.DataFrame, meta: dict) -> Result:
     col = _finite(post["entropy"])
-    space = meta.get("action_space", {})
-    if col.empty or not space:
-        return Result(False, "entropy or action space unknown")
+    if col.empty:
+        return Result(False, "entropy: no finite values")
     last = float(col.iloc[-5:].mean())
-    if space["type"] == "box":
+    space = meta.get("action_space") or {}
+    if space.get("type") == "box":
         initial = space["dim"] * (0.5 + 0.5 * math.log(2 * math.pi))
         return Result(initial - last > 2.3 * space["dim"], f"entropy {initial:.3f} -> {last:.3f}")
-    initial = math.log(space["n"])
-    return Result(last < 0.1 * initial, f"entropy ln({space['n']})={initial:.3f} -> {last:.3g}")
+    if space.get("type") == "discrete":
+        initial = math.log(space["n"])
+        return Result(last < 0.1 * initial, f"entropy ln({space['n']})={initial:.3f} -> {last:.3g}")
+    initial = float(col.max())    # action space unknown (a user's log): against its own peak
+    return Result(last < max(0.1 * initial, 1e-3), f"entropy peak {initial:.3g} -> {last:.3g}")
 
 
 @signature("adv_nonfinite_or_huge", "adv_std",

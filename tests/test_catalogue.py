@@ -71,6 +71,17 @@ def test_shared_policy_row_measures_fault_healthy_and_controls(store):
     assert rows.loc["reward_mean", "auroc"] == 0.5      # reward is 1 per step either way
 
 
+def test_reference_detectors_are_measured_per_fault(store):
+    root, _ = store
+    cat = pd.read_parquet(root / "catalogue" / "catalogue.parquet")
+    det = cell(cat, "shared_policy", "ppo/cartpole/native").query("kind == 'detector'").set_index("name")
+    assert set(det.index) == {"folk", "config_aware"}
+    assert det.loc["config_aware", "recall"] == 1 and det.loc["config_aware", "correct_cause"] == 1
+    assert det.loc["folk", "false_alarm_control"] == 1 and det.loc["config_aware", "false_alarm_control"] == 0
+    md = (root / "catalogue" / "CATALOGUE.md").read_text()
+    assert "| config_aware | 100% | 100% |" in md
+
+
 def test_diverged_and_crashed_runs_are_counted_not_dropped(store):
     root, _ = store
     cat = pd.read_parquet(root / "catalogue" / "catalogue.parquet")

@@ -31,3 +31,13 @@ def test_readme_example_commands_are_valid_or_fail_as_shown(line):
             preflight(args)
     else:
         preflight(args)
+
+
+@pytest.mark.parametrize("line", sorted(set(re.findall(r"\$ (python -m harness\.(?:evaluate|diagnose) [^\n]*)", README))))
+def test_readme_evaluate_and_diagnose_commands_run(line):
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, *line.split()[1:]], capture_output=True, text=True, cwd=ROOT,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr

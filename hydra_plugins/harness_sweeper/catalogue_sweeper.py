@@ -10,11 +10,11 @@ Heavy imports happen in ``sweep`` only: Hydra imports every plugin module at sta
 # No ``from __future__ import annotations`` here: Hydra executes plugin modules without
 # registering them in sys.modules, and dataclasses then cannot resolve string annotations.
 import logging
+import sys
 from dataclasses import dataclass, field
 from typing import Any, List, Optional
 
 from hydra.core.config_store import ConfigStore
-from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.utils import JobReturn
 from hydra.plugins.launcher import Launcher
 from hydra.plugins.sweeper import Sweeper
@@ -58,17 +58,25 @@ class CatalogueSweeper(Sweeper):
             hydra_context=hydra_context, task_function=task_function, config=config)
 
     def sweep(self, arguments: List[str]) -> Any:
+        from harness.cli import one_line
+        from harness.config import ConfigError
         from harness.sweep import StoreProgress, plan_runs
 
         assert self.config is not None and self.launcher is not None and self.hydra_context is not None
-        parsed = OverridesParser.create().parse_overrides(arguments)
-        if any(o.is_sweep_override() for o in parsed):
-            raise ValueError("the catalogue sweep builds its own job list: drop comma/range values "
-                             "(set hydra.sweeper.seeds=N, hydra.sweeper.faults=[...] instead)")
 
         loader = self.hydra_context.config_loader
-        runs = plan_runs(self.sweeper_settings(), arguments,
-                         compose=lambda overrides: loader.load_sweep_config(self.config, overrides))
+
+        def compose(overrides: List[str]) -> DictConfig:
+            try:
+                return loader.load_sweep_config(self.config, overrides)
+            except Exception as exc:  # noqa: BLE001 - Hydra composition errors, made one line
+                raise ConfigError(one_line(exc)) from None
+
+        try:
+            runs = plan_runs(self.sweeper_settings(), arguments, compose=compose)
+        except ConfigError as exc:   # before anything is launched or stored
+            print(f"error: {exc}", file=sys.stderr)
+            sys.exit(2)
         from harness.store import RunStore
 
         store = RunStore(self.config.results_dir)

@@ -1,0 +1,112 @@
+"""Detectors: the reference detectors, the evaluation, user classes by import path."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from harness.detectors import Alarm
+from harness.detectors.config_aware import ConfigAwareDetector
+from harness.detectors.folk import FolkDetector
+from harness.evaluate import evaluate
+from tests.helpers import train
+
+
+class Silent:
+    def reset(self, run_info):
+        pass
+
+    def update(self, update_index, metrics):
+        return []
+
+
+def test_config_aware_has_fewer_false_alarms_on_controls_than_folk(harness_dataset):
+    folk = evaluate(FolkDetector(), harness_dataset.path)
+    aware = evaluate(ConfigAwareDetector(), harness_dataset.path)
+    folk_fa = folk.score("control")["false_alarm_rate"]
+    aware_fa = aware.score("control")["false_alarm_rate"]
+    assert folk_fa == 1.0 and aware_fa < folk_fa
+    assert aware.score("ppo_epochs_ignored")["recall"] == 1 and aware.score("ppo_epochs_ignored")["correct_cause"] == 1
+    assert aware.score("shared_policy")["correct_cause"] == 1
+    assert folk.score("healthy")["false_alarm_rate"] > aware.score("healthy")["false_alarm_rate"]
+    # every faulty run is either detected or not; named faults come from the registry
+    assert set(aware.runs["named_fault"]) <= {*harness_dataset.runs["fault"], "(no alarm)", "(unnamed)"}
+    assert int(aware.confusion.to_numpy().sum()) == len(harness_dataset.runs)
+
+
+def test_silent_detector_scores_zero_and_raises_no_false_alarms(harness_dataset):
+    ev = evaluate(Silent(), harness_dataset.path)
+    overall = ev.score("all faults")
+    assert overall["recall"] == 0 and overall["correct_cause"] == 0
+    assert ev.score("healthy")["false_alarm_rate"] == 0 and ev.alarms.empty
+
+
+def test_onset_delay_and_alarms_before_onset(tmp_path):
+    for seed in (0, 1):
+        for fault in ("none", "ppo_epochs_ignored"):
+            train([f"fault={fault}", "fault.onset=5" if fault != "none" else "twin=false", f"seed={seed}",
+                   "env.total_timesteps=12288", "algo.n_steps=64", f"results_dir={tmp_path}"])
+    subprocess.run([sys.executable, "-m", "harness.catalogue", f"results_dir={tmp_path}", "plots=false"],
+                   check=True, capture_output=True)
+    aware = evaluate(ConfigAwareDetector(), tmp_path)
+    row = aware.score("ppo_epochs_ignored")
+    assert row["recall"] == 1 and row["delay_median"] == 0 and row["before_onset"] == 0
+    folk = evaluate(FolkDetector(), tmp_path)
+    assert folk.score("ppo_epochs_ignored")["before_onset"] == 1     # kl < 0.01 fires from update 0
+    first = aware.alarms.merge(aware.runs[["run_id", "fault"]])
+    assert (first[first["fault"] == "ppo_epochs_ignored"]["update"] >= 5).all()
+
+
+USER_DETECTOR = '''
+from harness.detectors import Alarm
+
+class ZeroRewardWatch:
+    """A user's own detector: flags a reward that never moves from 0."""
+    def reset(self, run_info):
+        self.zeros = 0
+    def update(self, update_index, metrics):
+        self.zeros = self.zeros + 1 if metrics["reward_mean"] == 0 else 0
+        return [Alarm("reward stuck at 0", "zero_reward", 1.0)] if self.zeros >= 3 else []
+'''
+
+
+def test_cli_evaluates_reference_and_user_detectors(harness_dataset, tmp_path):
+    out = subprocess.run([sys.executable, "-m", "harness.evaluate", "detector=config_aware",
+                          f"dataset={harness_dataset.path}", f"results_dir={tmp_path}"],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    for word in ("recall", "correct", "false", "delay", "healthy", "control", "ppo_epochs_ignored"):
+        assert word in out.stdout
+    report = tmp_path / "evaluation" / "config_aware"
+    assert {"scores.parquet", "runs.parquet", "alarms.parquet", "confusion.parquet", "symptoms.parquet",
+            "REPORT.md", "scores.png"} <= {p.name for p in report.iterdir()}
+    assert "| zero_reward |" in (report / "REPORT.md").read_text()
+
+    (tmp_path / "mydetectors.py").write_text(USER_DETECTOR)
+    user = subprocess.run([sys.executable, "-m", "harness.evaluate", "detector._target_=mydetectors.ZeroRewardWatch",
+                           f"dataset={harness_dataset.path}", f"results_dir={tmp_path}"],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert user.returncode == 0, user.stderr
+    scores = pd.read_parquet(tmp_path / "evaluation" / "ZeroRewardWatch" / "scores.parquet")
+    zero = scores[(scores["group"] == "zero_reward") & (scores["setup"] == "all")].iloc[0]
+    assert zero["recall"] == 1 and zero["correct_cause"] == 1 and zero["delay_median"] == 2
+
+
+@pytest.mark.parametrize("args, message", [
+    (["detector._target_=nowhere.Nothing"], "detector._target_='nowhere.Nothing' cannot be imported"),
+    (["detector._target_=collections.OrderedDict"], "is not a detector"),
+    (["detector=oracle"], "unknown detector 'oracle'; valid choices: config_aware, folk"),
+    (["dataset=/no/such/dir"], "no labelled dataset at /no/such/dir"),
+])
+def test_bad_evaluate_arguments_are_one_line(args, message, tmp_path):
+    out = subprocess.run([sys.executable, "-m", "harness.evaluate", *args], capture_output=True, text=True,
+                         cwd=tmp_path, timeout=120)
+    assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1
+    assert message in out.stderr
+
+
+def test_alarm_is_a_plain_value():
+    assert Alarm("x") == Alarm("x", None, 1.0)
