@@ -1,6 +1,7 @@
 """Throughput: native PPO (full metric recording, run store) vs stable-baselines3 PPO.
 
-Also GRPO on the default token task (env=toyseq): generated tokens per second, generation and
+Also the harness's ``backend=sb3`` path (SB3's PPO with the instrumentation that measures the
+canonical metrics), to show what the instrumentation costs, and GRPO on the default token task (env=toyseq): generated tokens per second, generation and
 update together, and how the time splits between them.
 
 PPO: identical hyperparameters: CartPole-v1, 16 envs x 128 steps, 4 epochs, 4 minibatches
@@ -31,14 +32,17 @@ HP = dict(num_envs=16, n_steps=128, n_epochs=4, n_minibatches=4, lr=2.5e-4, gamm
           gae_lambda=0.95, clip_range=0.2, ent_coef=0.0, vf_coef=0.5, max_grad_norm=0.5)
 
 
-def native(steps: int) -> float:
+def native(steps: int, backend: str = "native") -> float:
+    """The harness path (run store included) on a backend: native PPO, or SB3's PPO with the
+    harness's instrumentation (backend=sb3)."""
     from hydra import compose, initialize_config_dir
 
     from harness.cli import CONF_DIR
     from harness.config import load_experiment
     from harness.run import get_or_train
 
-    overrides = [f"algo.{k}={v}" for k, v in HP.items()] + [f"env.total_timesteps={steps}", "fault=none"]
+    overrides = [f"algo.{k}={v}" for k, v in HP.items()] + [f"env.total_timesteps={steps}", "fault=none",
+                                                             f"backend={backend}"]
     with tempfile.TemporaryDirectory() as tmp:
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
             exp = load_experiment(compose("config", overrides=[*overrides, f"results_dir={tmp}"]))
@@ -144,6 +148,9 @@ def main() -> None:
           f"in the update)", flush=True)
     native_sps = native(args.steps)
     sb3_sps = sb3(args.steps)
+    harness_sb3_sps = native(args.steps, backend="sb3")
+    print(f"harness backend=sb3 (SB3's PPO + instrumentation + run store): {harness_sb3_sps:.0f} env steps/s, "
+          f"{harness_sb3_sps / sb3_sps:.0%} of bare SB3", flush=True)
     print(f"native_sps={native_sps:.0f} sb3_sps={sb3_sps:.0f} ratio={native_sps / sb3_sps:.2f}")
 
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
 from harness.config import ConfigError, check_range
-from harness.hooks import Hooks
+from harness.hooks import HEALTHY, Hooks
 
 
 def param(default: Any, doc: str, **bounds: Any) -> Any:
@@ -38,6 +38,12 @@ class Fault(Hooks):
             kind = bounds.pop("kind", float)
             check_range("fault", f.name, getattr(self, f.name), kind=kind, **bounds)
         self.active = False
+
+    def begin_update(self, update: int, configured: Any) -> tuple[Hooks, Any]:
+        """Switch on from the onset update; the hooks and hyperparameters in force for this update."""
+        self.active = update >= self.onset
+        hooks = self if self.active else HEALTHY
+        return hooks, hooks.hyperparams(configured)
 
     def params(self) -> dict[str, Any]:
         """The fault's own parameters (everything but onset)."""

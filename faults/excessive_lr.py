@@ -15,6 +15,7 @@ class ExcessiveLR(Fault):
     provenance = ("AutoTrainer/DeepDiagnosis exploding-gradient rules; RLExplorer KL > 0.1; "
                   "verl#1197 / #2626 (grad_norm NaN, late NaN)")
     acts_on = "effective hyperparameter: lr * factor"
+    backends = ("native", "sb3")
     expected = ("kl_explodes", "entropy_collapse")
 
     def hyperparams(self, hp: Any) -> Any:

@@ -11,4 +11,5 @@ class NoFault(Fault):
     description = "no fault: the healthy agent"
     provenance = "-"
     acts_on = "nothing"
+    backends = ("native", "sb3")
     expected = ()

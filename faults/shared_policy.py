@@ -16,6 +16,7 @@ class SharedPolicy(Fault):
                   "arithmetic as TRL/verl's single-pass old_logp = logp.detach() (trl#3120, verl PR #3119), "
                   "which is correct only with one epoch and one minibatch")
     acts_on = "update-loop hook: old_logprob"
+    backends = ("native", "sb3")
     expected = ("ratio_pinned", "approx_kl_zero", "clipfrac_zero")
 
     def old_logprob(self, stored: torch.Tensor, live: torch.Tensor) -> torch.Tensor:

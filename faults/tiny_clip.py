@@ -15,6 +15,7 @@ class TinyClip(Fault):
     provenance = ("microsoft/post-training-toolkit heuristics (clipfrac > 0.3); a mis-scaled "
                   "clip_ratio such as 0.2 entered as a percentage (0.002)")
     acts_on = "effective hyperparameter: clip_range"
+    backends = ("native", "sb3")
     expected = ("clipfrac_saturated", "approx_kl_tiny")
 
     def hyperparams(self, hp: Any) -> Any:

@@ -16,7 +16,6 @@ and the labelled dataset in ``results_dir/dataset/`` (see harness/dataset.py).
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +30,7 @@ from faults import FAULTS
 from harness import signatures
 from harness.cli import CONF_DIR, run_app
 from harness.config import ConfigError, check_range, locate
+from harness.markdown import num, pct, table
 from harness.metrics import CANONICAL, applicable
 from harness.runs import Cell, RunSet
 from harness.store import atomic_write_bytes, atomic_write_parquet
@@ -220,6 +220,32 @@ def _mean(values: pd.Series) -> float:
     return float(values.mean()) if len(values) else math.nan
 
 
+def backend_agreement(cat: pd.DataFrame) -> pd.DataFrame:
+    """For faults run on more than one backend (same algorithm, env, parameters and onset): each
+    signature's firing rates side by side, and whether the backends disagree (the rate differs
+    by >= 0.5, or the signature separates the fault from healthy runs on one backend only)."""
+    sigs = cat[cat["kind"] == "signature"]
+    keys = ["fault", "fault_params", "onset", "algo", "algo_variant", "env"]
+    rows = []
+    for key, group in sigs.groupby(keys):
+        backends = sorted(group["backend"].unique())
+        if len(backends) < 2:
+            continue
+        rates = group.set_index(["name", "backend"])[["rate_faulty", "rate_healthy"]]
+        for name in group["name"].unique():
+            row = {**dict(zip(keys, key)), "signature": name,
+                   "expected": bool(group[group["name"] == name]["expected"].iloc[0])}
+            separates = {}
+            for b in backends:
+                rf, rh = rates.loc[(name, b), "rate_faulty"], rates.loc[(name, b), "rate_healthy"]
+                row[f"rate_faulty_{b}"], row[f"rate_healthy_{b}"] = rf, rh
+                separates[b] = rf >= SEPARATES[0] and rh <= SEPARATES[1]
+            faulty_rates = [row[f"rate_faulty_{b}"] for b in backends]
+            row["disagree"] = bool(max(faulty_rates) - min(faulty_rates) >= 0.5 or len(set(separates.values())) > 1)
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
 def healthy_baselines(rs: RunSet) -> pd.DataFrame:
     """How often each signature fires on healthy runs and on controls, per setup (from update 0)."""
     healthy = rs.runs[rs.runs["fault"] == "none"]
@@ -236,14 +262,24 @@ def healthy_baselines(rs: RunSet) -> pd.DataFrame:
 
 # ---- the report ------------------------------------------------------------------------
 
-def _pct(x: float) -> str:
-    return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.0%}"
-
-
-def _num(x: float) -> str:
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return "-"
-    return f"{x:.3g}"
+def agreement_markdown(agree: pd.DataFrame) -> list[str]:
+    if agree.empty:
+        return []
+    rate_cols = sorted(c for c in agree.columns if c.startswith("rate_faulty_"))
+    backends = [c.removeprefix("rate_faulty_") for c in rate_cols]
+    out = ["## Across implementations", "",
+           "Faults run on several backends (the native PPO and stable-baselines3's): each signature that "
+           "fires on either, firing rate on faulty seeds (healthy seeds in brackets). **Disagreements** "
+           "(rates differ by >= 50 points, or the signature separates the fault on one backend only) "
+           "are marked.", ""]
+    shown = agree[(agree[rate_cols].fillna(0) > 0).any(axis=1) | agree["expected"]]
+    out += table(["fault", "setup", "signature", *backends, ""], [
+        [r["fault"], f"{r['algo']}/{r['env']}", f"{r['signature']} (expected)" if r["expected"] else r["signature"],
+         *[f"{pct(r[f'rate_faulty_{b}'])} ({pct(r[f'rate_healthy_{b}'])})" for b in backends],
+         "**disagree**" if r["disagree"] else ""] for _, r in shown.iterrows()])
+    n = int(agree["disagree"].sum())
+    out += ["", f"{n} disagreement(s) over {len(agree)} fault x signature pairs.", ""]
+    return out
 
 
 def markdown(cat: pd.DataFrame, baselines: pd.DataFrame, plots: dict[str, str], results_dir: str) -> str:
@@ -261,12 +297,10 @@ def markdown(cat: pd.DataFrame, baselines: pd.DataFrame, plots: dict[str, str], 
     if "heatmap" in plots:
         out += [f"![faults x signatures]({plots['heatmap']})", ""]
     cells = cat.drop_duplicates("cell")
-    out += ["## Summary", "", "| fault | setup | seeds | diverged | crashed | manifested | revealed by |",
-            "|---|---|---|---|---|---|---|"]
-    for _, c in cells.iterrows():
-        setup = c["cell"].split(" | ")[1]
-        out.append(f"| {c['cell'].split(' | ')[0]} | {setup} | {c['n_faulty']} | {c['n_diverged']} | "
-                   f"{c['n_crashed']} | {'yes' if c['manifested'] else '**no**'} | {c['manifested_by'] or '-'} |")
+    out += ["## Summary", ""]
+    out += table(["fault", "setup", "seeds", "diverged", "crashed", "manifested", "revealed by"], [
+        [*c["cell"].split(" | "), c["n_faulty"], c["n_diverged"], c["n_crashed"],
+         "yes" if c["manifested"] else "**no**", c["manifested_by"] or "-"] for _, c in cells.iterrows()])
     out.append("")
 
     for _, c in cells.iterrows():
@@ -285,53 +319,50 @@ def markdown(cat: pd.DataFrame, baselines: pd.DataFrame, plots: dict[str, str], 
                 ""]
         exp = sigs[sigs["expected"]]
         if len(exp):
-            out += ["Expected signature (a hypothesis; the data decide):", "",
-                    "| signature | faulty | healthy | controls | verdict |", "|---|---|---|---|---|"]
-            out += [f"| {r['name']} | {_pct(r['rate_faulty'])} | {_pct(r['rate_healthy'])} | "
-                    f"{_pct(r['rate_control'])} | {r['verdict']} |" for _, r in exp.iterrows()]
+            out += ["Expected signature (a hypothesis; the data decide):", ""]
+            out += table(["signature", "faulty", "healthy", "controls", "verdict"], [
+                [r["name"], pct(r["rate_faulty"]), pct(r["rate_healthy"]), pct(r["rate_control"]), r["verdict"]]
+                for _, r in exp.iterrows()])
             out.append("")
         best = sigs[(sigs["rate_faulty"] > 0) | (sigs["rate_healthy"] > 0)].assign(
             gap=lambda d: d["rate_faulty"] - d["rate_healthy"].fillna(0)).sort_values("gap", ascending=False)
         if len(best):
-            out += ["Signatures that fired:", "", "| signature | faulty | healthy | controls |", "|---|---|---|---|"]
-            out += [f"| {r['name']} | {_pct(r['rate_faulty'])} | {_pct(r['rate_healthy'])} | "
-                    f"{_pct(r['rate_control'])} |" for _, r in best.iterrows()]
+            out += ["Signatures that fired:", ""]
+            out += table(["signature", "faulty", "healthy", "controls"], [
+                [r["name"], pct(r["rate_faulty"]), pct(r["rate_healthy"]), pct(r["rate_control"])]
+                for _, r in best.iterrows()])
             out.append("")
         top = mets.head(6)
         if len(top):
-            out += ["Metrics that separate it best (median after onset):", "",
-                    "| metric | AUROC [95% CI] | faulty is | faulty median | healthy median |",
-                    "|---|---|---|---|---|"]
-            out += [f"| {r['name']} | {_num(r['auroc'])} [{_num(r['auroc_ci_low'])}, {_num(r['auroc_ci_high'])}] "
-                    f"| {r['direction']} | {_num(r['faulty_median'])} | {_num(r['healthy_median'])} |"
-                    for _, r in top.iterrows()]
+            out += ["Metrics that separate it best (median after onset):", ""]
+            out += table(["metric", "AUROC [95% CI]", "faulty is", "faulty median", "healthy median"], [
+                [r["name"], f"{num(r['auroc'])} [{num(r['auroc_ci_low'])}, {num(r['auroc_ci_high'])}]",
+                 r["direction"], num(r["faulty_median"]), num(r["healthy_median"])] for _, r in top.iterrows()])
             out.append("")
         dets = rows[rows["kind"] == "detector"]
         if len(dets):
-            out += ["Reference detectors (python -m harness.evaluate):", "",
-                    "| detector | recall | names the fault | false alarms: healthy | controls |",
-                    "|---|---|---|---|---|"]
-            out += [f"| {r['name']} | {_pct(r['recall'])} | {_pct(r['correct_cause'])} | "
-                    f"{_pct(r['false_alarm_healthy'])} | {_pct(r['false_alarm_control'])} |"
-                    for _, r in dets.iterrows()]
+            out += ["Reference detectors (python -m harness.evaluate):", ""]
+            out += table(["detector", "recall", "names the fault", "false alarms: healthy", "controls"], [
+                [r["name"], pct(r["recall"]), pct(r["correct_cause"]), pct(r["false_alarm_healthy"]),
+                 pct(r["false_alarm_control"])] for _, r in dets.iterrows()])
             out.append("")
         mimic = sigs[(sigs["rate_faulty"] >= 0.5) & (sigs["rate_control"] >= 0.5)]
         if c["n_control"]:
-            names = ", ".join(f"{r['name']} ({_pct(r['rate_control'])})" for _, r in mimic.iterrows())
+            names = ", ".join(f"{r['name']} ({pct(r['rate_control'])})" for _, r in mimic.iterrows())
             out += [f"Healthy controls that mimic it: {names or 'none of its signatures fire on the controls'}", ""]
         if c["cell"] in plots:
             out += [f"![traces]({plots[c['cell']]})", ""]
 
+    out += agreement_markdown(backend_agreement(cat))
     out += ["## Healthy baselines", "",
             "Signatures that fire on healthy runs (false alarms by construction) and on look-alike "
-            "controls, from update 0:", "", "| setup | control | runs | signatures that fired (rate) |",
-            "|---|---|---|---|"]
-    for (algo, variant, env, backend, control), g in baselines.groupby(
-            ["algo", "algo_variant", "env", "backend", "is_control"]):
-        hits = ", ".join(f"{r['signature']} ({_pct(r['rate'])})" for _, r in g[g["rate"] > 0].iterrows())
-        name = algo if variant == "default" else f"{algo}_{variant}"
-        out.append(f"| {name}/{env}/{backend} | {'yes' if control else 'no'} | {g['n_runs'].iloc[0]} | "
-                   f"{hits or 'none'} |")
+            "controls, from update 0:", ""]
+    out += table(["setup", "control", "runs", "signatures that fired (rate)"], [
+        [f"{algo if variant == 'default' else f'{algo}_{variant}'}/{env}/{backend}", "yes" if control else "no",
+         g["n_runs"].iloc[0],
+         ", ".join(f"{r['signature']} ({pct(r['rate'])})" for _, r in g[g["rate"] > 0].iterrows()) or "none"]
+        for (algo, variant, env, backend, control), g in baselines.groupby(
+            ["algo", "algo_variant", "env", "backend", "is_control"])])
     out.append("")
     return "\n".join(out)
 
@@ -354,6 +385,10 @@ def write(settings: CatalogueSettings) -> dict[str, Path]:
         atomic_write_parquet(out_dir / "catalogue.parquet", cat)
         written["catalogue"] = out_dir / "catalogue.parquet"
     atomic_write_parquet(out_dir / "baselines.parquet", baselines)
+    agreement = backend_agreement(cat) if not cat.empty else pd.DataFrame()
+    if not agreement.empty:
+        atomic_write_parquet(out_dir / "backends.parquet", agreement)
+        written["backends"] = out_dir / "backends.parquet"
     atomic_write_bytes(out_dir / "CATALOGUE.md",
                        markdown(cat, baselines, plots, str(settings.results_dir)).encode())
     written["markdown"] = out_dir / "CATALOGUE.md"
@@ -379,7 +414,7 @@ def app(cfg: DictConfig) -> None:
         for _, c in cells.iterrows():
             print(f"  {c['cell']}: {'manifested via ' + c['manifested_by'] if c['manifested'] else 'NOT manifested'}"
                   f"{f' ({c.n_diverged} diverged)' if c['n_diverged'] else ''}")
-    for name, path in written.items():
+    for path in written.values():
         print(f"wrote {path}")
 
 

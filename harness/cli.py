@@ -24,7 +24,6 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from harness.config import ConfigError, Experiment, load_experiment, register_configs
-from harness.sweep import plan_runs
 
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 CONFIG_NAME = "config"

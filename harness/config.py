@@ -168,7 +168,7 @@ class BackendConfig:
     name: str = "native"
 
 
-BACKENDS = ("native",)
+BACKENDS = ("native", "sb3")
 
 
 @dataclass
@@ -266,14 +266,20 @@ def load_experiment(cfg: DictConfig) -> Experiment:
     from harness.envs import check_env
 
     check_env(env)
-    if algo.name == "grpo" and env.id != "harness/ToySeq-v0":
-        raise ConfigError(f"algo=grpo generates token sequences: it needs env=toyseq, not env={env.name}")
     backend = _to_object(cfg.backend, BackendConfig, "backend")
     if backend.name not in BACKENDS:
         raise ConfigError(f"unknown backend {backend.name!r}; valid choices: {', '.join(BACKENDS)}")
+    if backend.name == "sb3" and algo.name != "ppo":
+        raise ConfigError(f"backend=sb3 runs stable-baselines3's PPO; algo={algo.name} runs on backend=native")
+    if algo.name == "grpo" and env.id != "harness/ToySeq-v0":
+        raise ConfigError(f"algo=grpo generates token sequences: it needs env=toyseq, not env={env.name}")
     fault_cfg = OmegaConf.to_container(cfg.fault, resolve=True)
     fault = build_fault(fault_cfg)
     fault.check_applicable(algo=algo.name, backend=backend.name)
+    if backend.name == "sb3":
+        from harness.agents.sb3 import check_expressible
+
+        check_expressible(fault)
     return Experiment(algo=algo, env=env, backend=backend, fault=fault, fault_cfg=fault_cfg,
                       seed=cfg.seed, torch_threads=cfg.torch_threads, results_dir=cfg.results_dir,
                       twin=cfg.twin, progress=cfg.progress)

@@ -21,6 +21,7 @@ from typing import Any
 
 import pandas as pd
 
+from harness.markdown import table
 from harness.metrics import CANONICAL
 from harness.runs import RunSet
 from harness.store import atomic_write_bytes, atomic_write_parquet
@@ -87,10 +88,8 @@ def datasheet(runs: pd.DataFrame, data: pd.DataFrame, rs: RunSet, command: str) 
              f"- status: {dict(Counter(runs['status']))} (diverged and crashed runs are kept, with their "
              "metrics up to the last update).", "",
              "Runs per label:", "",
-             "| fault | setup | " + " | ".join(counts.columns) + " |",
-             "|---|---|" + "---|" * len(counts.columns)]
-    for (fault, setup), row in counts.iterrows():
-        lines.append(f"| {fault} | {setup} | " + " | ".join(str(int(v)) for v in row) + " |")
+             *table(["fault", "setup", *counts.columns],
+                    [[fault, setup, *(int(v) for v in row)] for (fault, setup), row in counts.iterrows()])]
     seeds = sorted(runs["seed"].unique())
     budgets = runs.groupby(["algo", "env"])["total_timesteps"].unique()
     commands = Counter(m.get("command", "") for m in rs.metas.values())

@@ -21,11 +21,14 @@ from typing import Any
 import hydra
 import numpy as np
 import pandas as pd
-from omegaconf import DictConfig, OmegaConf
+from hydra.errors import InstantiationException
+from hydra.utils import instantiate
+from omegaconf import DictConfig
 
 from harness.cli import CONF_DIR, run_app
 from harness.config import ConfigError, locate
 from harness.detectors.base import Alarm, Detector, RunInfo
+from harness.markdown import num, table
 from harness.metrics import CANONICAL
 from harness.store import atomic_write_bytes, atomic_write_parquet
 
@@ -178,9 +181,7 @@ def evaluate(detector: Detector, dataset: str | Path | tuple[pd.DataFrame, pd.Da
 # ---- report ------------------------------------------------------------------------------
 
 def _fmt(x: Any) -> str:
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return "-"
-    return f"{x:.2f}" if isinstance(x, float) else str(x)
+    return num(x, ".2f")
 
 
 def markdown(ev: Evaluation, dataset: str) -> str:
@@ -190,17 +191,15 @@ def markdown(ev: Evaluation, dataset: str) -> str:
              "Recall: faulty runs with an alarm at or after the onset. Correct cause: faulty runs whose "
              "strongest alarm names the injected fault. False alarm rate: healthy runs (or look-alike "
              "controls) with any alarm. Delay: updates from onset to the first alarm.", "",
-             "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    lines += ["| " + " | ".join(_fmt(r[c]) for c in cols) + " |" for _, r in ev.scores.iterrows()]
-    named = list(ev.confusion.columns)
-    lines += ["", "![scores](scores.png)", "", "## Confusion (runs): injected fault x named fault", "",
-              "| injected \\ named | " + " | ".join(named) + " |", "|---|" + "---|" * len(named)]
-    lines += [f"| {injected} | " + " | ".join(str(int(v)) for v in row) + " |"
-              for injected, row in ev.confusion.iterrows()]
-    lines += ["", "## Symptoms: share of runs each fired on", "",
-              "| symptom | faulty | healthy | control |", "|---|---|---|---|"]
-    lines += [f"| {r['symptom']} | {_fmt(r['rate_faulty'])} | {_fmt(r['rate_healthy'])} | "
-              f"{_fmt(r['rate_control'])} |" for _, r in ev.symptoms.iterrows()]
+             ]
+    lines += table(cols, [[_fmt(r[c]) for c in cols] for _, r in ev.scores.iterrows()])
+    lines += ["", "![scores](scores.png)", "", "## Confusion (runs): injected fault x named fault", ""]
+    lines += table(["injected \\ named", *ev.confusion.columns],
+                   [[injected, *(int(v) for v in row)] for injected, row in ev.confusion.iterrows()])
+    lines += ["", "## Symptoms: share of runs each fired on", ""]
+    lines += table(["symptom", "faulty", "healthy", "control"], [
+        [r["symptom"], _fmt(r["rate_faulty"]), _fmt(r["rate_healthy"]), _fmt(r["rate_control"])]
+        for _, r in ev.symptoms.iterrows()])
     return "\n".join(lines) + "\n"
 
 
@@ -247,16 +246,17 @@ def write(ev: Evaluation, out_dir: Path, dataset: str) -> None:
 # ---- command line ----------------------------------------------------------------------------
 
 def build_detector(cfg: DictConfig) -> Detector:
-    node = OmegaConf.to_container(cfg.detector, resolve=True)
-    target = node.pop("_target_", None)
+    """Instantiate ``cfg.detector`` through Hydra (``_target_`` + keyword arguments)."""
+    target = cfg.detector.get("_target_")
     try:
-        cls = locate(target)
+        locate(target)
     except ConfigError:
         raise ConfigError(f"detector._target_={target!r} cannot be imported (is its package on the path?)") from None
     try:
-        detector = cls(**node)
-    except TypeError as exc:
-        raise ConfigError(f"detector {target}: {exc}") from None
+        detector = instantiate(cfg.detector)
+    except InstantiationException as exc:
+        cause = exc.__cause__ or exc
+        raise ConfigError(f"detector {target}: {str(cause).splitlines()[0]}") from None
     if not (callable(getattr(detector, "reset", None)) and callable(getattr(detector, "update", None))):
         raise ConfigError(f"detector._target_={target!r} is not a detector: it needs reset(run_info) and "
                           "update(update_index, metrics)")

@@ -58,6 +58,9 @@ def agent(exp: Experiment) -> ModuleType:
     if exp.backend.name == "native":
         from harness.agents import grpo, ppo
         return {"ppo": ppo, "grpo": grpo}[exp.algo.name]
+    if exp.backend.name == "sb3" and exp.algo.name == "ppo":
+        from harness.agents import sb3
+        return sb3
     raise NotImplementedError(f"no trainer for algo={exp.algo.name} backend={exp.backend.name}")
 
 

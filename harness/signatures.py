@@ -151,15 +151,17 @@ def param_frozen(post: pd.DataFrame, meta: dict) -> Result:
     return _share_rule(post, "param_delta", lambda c: c == 0, "param_delta == 0")
 
 
-@signature("kl_explodes", "approx_kl", "median approx_kl > 0.1 (the folk KL rule; healthy ~0.01), or non-finite")
+@signature("kl_explodes", "approx_kl",
+           "approx_kl sustained above 0.1 (median; the folk rule, healthy ~0.01) or a spike above 5 "
+           "(healthy runs peak below 3; a policy that collapses after the spike has KL 0 again), or non-finite")
 def kl_explodes(post: pd.DataFrame, meta: dict) -> Result:
     col = post["approx_kl"].dropna()
     if col.empty:
         return Result(False, "approx_kl: no values")
     if not np.isfinite(col).all():
         return Result(True, "approx_kl non-finite")
-    med = float(col.median())
-    return Result(med > 0.1, f"median approx_kl {med:.3g} (max {col.max():.3g})")
+    med, peak = float(col.median()), float(col.max())
+    return Result(med > 0.1 or peak > 5, f"median approx_kl {med:.3g}, max {peak:.3g}")
 
 
 @signature("entropy_collapse", "entropy",

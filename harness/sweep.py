@@ -40,8 +40,8 @@ def as_setups(items: Sequence[Any]) -> list[Setup]:
 def plan(setups: Sequence[Setup], controls: Sequence[Setup], faults: Sequence[str] | str,
          seeds: int, algo_name: Callable[[Setup], str], extra: Sequence[str] = ()) -> list[list[str]]:
     """Job override lists: each fault on every setup whose algorithm and backend it applies to
-    (fault=none is the healthy run), and fault=none on every control; ``seeds`` seeds each.
-    GRPO jobs come first: the longest jobs start first, which balances the workers."""
+    (fault=none is the healthy run), and fault=none on every control; ``seeds`` seeds each,
+    longest jobs first."""
     names = sorted(FAULTS) if faults == "all" else list(faults)
     unknown = [n for n in names if n not in FAULTS]
     if unknown:
@@ -57,7 +57,7 @@ def plan(setups: Sequence[Setup], controls: Sequence[Setup], faults: Sequence[st
             if algo in cls.algos and setup.backend in cls.backends:
                 cases.append((setup, name))
     cases += [(control, "none") for control in controls]
-    cases.sort(key=lambda case: algo_name(case[0]) != "grpo")
+    cases.sort(key=lambda case: _cost_rank(algo_name(case[0]), case[0]))
     return [[*setup.overrides(), f"fault={fault}", f"seed={seed}", "twin=false", "progress=false", *extra]
             for setup, fault in cases for seed in range(seeds)]
 
@@ -90,6 +90,11 @@ def plan_runs(settings: dict[str, Any], arguments: Sequence[str],
             experiments[case] = load_experiment(compose([*case, "seed=0"]))
         runs.append((job, run_id(dataclasses.replace(experiments[case], seed=seed).key())))
     return runs
+
+
+def _cost_rank(algo: str, setup: Setup) -> int:
+    """Longest jobs first (GRPO, then SB3's PPO, then native PPO), which balances the workers."""
+    return 0 if algo == "grpo" else 1 if setup.backend == "sb3" else 2
 
 
 class StoreProgress:

@@ -21,7 +21,6 @@ from harness.agents.core import Evaluation, aggregate, masked_mean, ppo_update
 from harness.agents.networks import TokenPolicy
 from harness.config import Experiment
 from harness.envs import make_vec_env
-from harness.hooks import HEALTHY
 
 
 def group_advantages(rewards: torch.Tensor, group_size: int, scale: str, eps: float) -> torch.Tensor:
@@ -68,9 +67,7 @@ def train(exp: Experiment) -> Iterator[dict]:
 
     try:
         for update in range(updates_planned(exp)):
-            fault.active = update >= fault.onset
-            hooks = fault if fault.active else HEALTHY
-            hp = hooks.hyperparams(cfg)
+            hooks, hp = fault.begin_update(update, cfg)
 
             # ---- generate G completions per prompt --------------------------------
             obs, _ = envs.reset(seed=exp.seed if update == 0 else None,

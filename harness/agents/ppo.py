@@ -22,7 +22,6 @@ from harness.agents.core import Evaluation, ppo_update
 from harness.agents.networks import ActorCritic
 from harness.config import Experiment
 from harness.envs import make_vec_env
-from harness.hooks import HEALTHY
 
 
 def compute_gae(rewards: np.ndarray, values: np.ndarray, next_value: np.ndarray,
@@ -76,9 +75,7 @@ def train(exp: Experiment) -> Iterator[dict]:
 
     try:
         for update in range(updates_planned(exp)):
-            fault.active = update >= fault.onset
-            hooks = fault if fault.active else HEALTHY
-            hp = hooks.hyperparams(cfg)
+            hooks, hp = fault.begin_update(update, cfg)
 
             # ---- rollout ----------------------------------------------------------
             finished_returns, finished_lengths = [], []
