@@ -12,15 +12,7 @@ from harness.detectors import Alarm
 from harness.detectors.config_aware import ConfigAwareDetector
 from harness.detectors.folk import FolkDetector
 from harness.evaluate import evaluate
-from tests.helpers import train
-
-
-class Silent:
-    def reset(self, run_info):
-        pass
-
-    def update(self, update_index, metrics):
-        return []
+from tests.helpers import SilentDetector, train
 
 
 def test_config_aware_has_fewer_false_alarms_on_controls_than_folk(harness_dataset):
@@ -38,7 +30,7 @@ def test_config_aware_has_fewer_false_alarms_on_controls_than_folk(harness_datas
 
 
 def test_silent_detector_scores_zero_and_raises_no_false_alarms(harness_dataset):
-    ev = evaluate(Silent(), harness_dataset.path)
+    ev = evaluate(SilentDetector(), harness_dataset.path)
     overall = ev.score("all faults")
     assert overall["recall"] == 0 and overall["correct_cause"] == 0
     assert ev.score("healthy")["false_alarm_rate"] == 0 and ev.alarms.empty

@@ -6,17 +6,14 @@ import pytest
 
 from harness.detectors.config_aware import ConfigAwareDetector
 from harness.testing import assert_detects
+from tests.helpers import SilentDetector
 
 
-class Never:
-    def reset(self, run_info):
-        pass
-
-    def update(self, update_index, metrics):
-        return []
+class Never(SilentDetector):
+    pass
 
 
-class Always(Never):
+class Always(SilentDetector):
     def update(self, update_index, metrics):
         from harness.detectors import Alarm
         return [Alarm("always", "zero_reward")]
