@@ -35,17 +35,13 @@ HP = dict(num_envs=16, n_steps=128, n_epochs=4, n_minibatches=4, lr=2.5e-4, gamm
 def native(steps: int, backend: str = "native") -> float:
     """The harness path (run store included) on a backend: native PPO, or SB3's PPO with the
     harness's instrumentation (backend=sb3)."""
-    from hydra import compose, initialize_config_dir
-
-    from harness.cli import CONF_DIR
-    from harness.config import load_experiment
+    from harness.cli import make_experiment
     from harness.run import get_or_train
 
     overrides = [f"algo.{k}={v}" for k, v in HP.items()] + [f"env.total_timesteps={steps}", "fault=none",
                                                              f"backend={backend}"]
     with tempfile.TemporaryDirectory() as tmp:
-        with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
-            exp = load_experiment(compose("config", overrides=[*overrides, f"results_dir={tmp}"]))
+        exp = make_experiment([*overrides, f"results_dir={tmp}"])
         start = time.perf_counter()
         res = get_or_train(exp)
         wall = time.perf_counter() - start
@@ -72,11 +68,8 @@ def sb3(steps: int) -> float:
 
 def grpo(tokens: int | None = None) -> tuple[float, float]:
     """GRPO on the default token task: (generated tokens per second, share of time in the update)."""
-    from hydra import compose, initialize_config_dir
-
     from harness.agents import grpo as grpo_agent
-    from harness.cli import CONF_DIR
-    from harness.config import load_experiment
+    from harness.cli import make_experiment
     from harness.run import get_or_train
 
     update_s = [0.0]
@@ -92,8 +85,7 @@ def grpo(tokens: int | None = None) -> tuple[float, float]:
     if tokens:
         overrides.append(f"env.total_timesteps={tokens}")
     with tempfile.TemporaryDirectory() as tmp:
-        with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
-            exp = load_experiment(compose("config", overrides=[*overrides, f"results_dir={tmp}"]))
+        exp = make_experiment([*overrides, f"results_dir={tmp}"])
         grpo_agent.ppo_update = timed_update   # measure how the time splits, nothing else changes
         try:
             start = time.perf_counter()

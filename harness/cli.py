@@ -133,6 +133,13 @@ def _compose(config_name: str, overrides: list[str], hydra: bool = False) -> Dic
         raise ConfigError(one_line(exc)) from None
 
 
+def make_experiment(overrides: list[str], config_name: str = CONFIG_NAME) -> Experiment:
+    """Compose ``overrides`` exactly as ``python -m harness`` does and validate them (the Python
+    API behind the command line; raises ConfigError)."""
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
+        return load_experiment(compose(config_name, overrides=overrides))
+
+
 def _is_multirun() -> bool:
     try:
         return HydraConfig.get().mode == RunMode.MULTIRUN
@@ -171,4 +178,4 @@ def main() -> None:
     run_app(app)
 
 
-__all__ = ["main", "preflight", "run_app", "app", "Experiment"]
+__all__ = ["main", "make_experiment", "preflight", "run_app", "app", "Experiment"]

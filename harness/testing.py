@@ -86,23 +86,17 @@ def small_dataset(cache_dir: str | Path | None = None, progress: bool = True) ->
 
 
 def _generate(root: Path, progress: bool) -> None:
-    from hydra import compose, initialize_config_dir
-
     from harness import dataset
-    from harness.cli import CONF_DIR
-    from harness.config import load_experiment
+    from harness.cli import make_experiment
     from harness.run import get_or_train
     from harness.runs import RunSet
 
     jobs = [(common, fault, seed) for common, faults in SMALL.values() for fault in faults for seed in SMALL_SEEDS]
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
-        for i, (common, fault, seed) in enumerate(jobs, 1):
-            exp = load_experiment(compose("config", overrides=[*common, f"fault={fault}", f"seed={seed}",
-                                                               f"results_dir={root}"]))
-            res = get_or_train(exp)
-            if progress:
-                print(f"[rl-fault-harness] small dataset {i}/{len(jobs)}: {res.run_id} {res.meta['status']}",
-                      flush=True)
+    for i, (common, fault, seed) in enumerate(jobs, 1):
+        res = get_or_train(make_experiment([*common, f"fault={fault}", f"seed={seed}", f"results_dir={root}"]))
+        if progress:
+            print(f"[rl-fault-harness] small dataset {i}/{len(jobs)}: {res.run_id} {res.meta['status']}",
+                  flush=True)
     dataset.write(RunSet.load(root), root / "dataset", "harness.testing.small_dataset()")
 
 

@@ -2,19 +2,11 @@
 
 from __future__ import annotations
 
-from hydra import compose, initialize_config_dir
-
-from harness.cli import CONF_DIR
-from harness.config import Experiment, load_experiment
+from harness.cli import make_experiment
 from harness.run import RunResult, get_or_train
 
 # Short runs for the fault tests: 16 envs x 64 steps x 12 updates.
 SHORT = ["env.total_timesteps=12288", "algo.n_steps=64"]
-
-
-def make_experiment(overrides: list[str]) -> Experiment:
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
-        return load_experiment(compose("config", overrides=overrides))
 
 
 def train(overrides: list[str]) -> RunResult:
