@@ -29,7 +29,7 @@ from omegaconf import DictConfig
 from faults import FAULTS
 from harness import signatures
 from harness.cli import CONF_DIR, run_app
-from harness.config import ConfigError, check_range, locate
+from harness.config import ConfigError, check_range, locate, setup_label
 from harness.markdown import num, pct, table
 from harness.metrics import CANONICAL, applicable
 from harness.runs import Cell, RunSet
@@ -358,7 +358,7 @@ def markdown(cat: pd.DataFrame, baselines: pd.DataFrame, plots: dict[str, str], 
             "Signatures that fire on healthy runs (false alarms by construction) and on look-alike "
             "controls, from update 0:", ""]
     out += table(["setup", "control", "runs", "signatures that fired (rate)"], [
-        [f"{algo if variant == 'default' else f'{algo}_{variant}'}/{env}/{backend}", "yes" if control else "no",
+        [setup_label(algo, variant, env, backend), "yes" if control else "no",
          g["n_runs"].iloc[0],
          ", ".join(f"{r['signature']} ({pct(r['rate'])})" for _, r in g[g["rate"] > 0].iterrows()) or "none"]
         for (algo, variant, env, backend, control), g in baselines.groupby(

@@ -96,6 +96,16 @@ class PPOConfig:
         return self.num_envs * self.n_steps
 
 
+def algo_label(algo: str, variant: str = "default") -> str:
+    """``ppo``, or ``ppo_single_pass`` for a named variant (as in run ids and reports)."""
+    return algo if variant == "default" else f"{algo}_{variant}"
+
+
+def setup_label(algo: str, variant: str, env: str, backend: str) -> str:
+    """``algo[_variant]/env/backend``: one setup, as every report names it."""
+    return f"{algo_label(algo, variant)}/{env}/{backend}"
+
+
 GRPO_SCALES = ("group", "batch", "none")
 LOSS_AGGS = ("token_mean", "seq_mean")
 

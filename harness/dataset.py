@@ -14,16 +14,16 @@ Written to ``results_dir/dataset/``:
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from harness.config import setup_label
 from harness.markdown import table
 from harness.metrics import CANONICAL
-from harness.runs import RunSet
+from harness.runs import RunSet, run_labels
 from harness.store import atomic_write_bytes, atomic_write_parquet
 
 LABELS = ["fault", "is_control", "algo", "algo_variant", "env", "backend", "seed", "onset", "status"]
@@ -34,11 +34,7 @@ def runs_table(rs: RunSet) -> pd.DataFrame:
     for rid, m in rs.metas.items():
         hp = m["hyperparameters"]
         rows.append({
-            "run_id": rid, "fault": m["fault"], "fault_params": json.dumps(m["fault_params"], sort_keys=True),
-            "onset": m["onset_update"] if m["onset_update"] is not None else 0,
-            "algo": m["algo"], "algo_variant": m.get("algo_variant", "default"), "env": m["env"],
-            "env_id": m["env_id"], "backend": m["backend"], "seed": m["seed"], "is_control": m["is_control"],
-            "status": m["status"], "error": m["error"], "n_updates": m["n_updates"],
+            "run_id": rid, **run_labels(m), "env_id": m["env_id"], "error": m["error"],
             "n_updates_planned": m["n_updates_planned"], "wall_s": m["wall_s"],
             "total_timesteps": m["total_timesteps"],
             **{f"configured.{k}": v for k, v in hp["configured"].items()},
@@ -71,8 +67,8 @@ def splits_table(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def datasheet(runs: pd.DataFrame, data: pd.DataFrame, rs: RunSet, command: str) -> str:
-    counts = (runs.assign(setup=runs["algo"] + runs["algo_variant"].map(lambda v: "" if v == "default" else f"_{v}")
-                          + "/" + runs["env"] + "/" + runs["backend"])
+    setups = [setup_label(*r) for r in runs[["algo", "algo_variant", "env", "backend"]].itertuples(index=False)]
+    counts = (runs.assign(setup=setups)
               .pivot_table(index=["fault", "setup"], columns="status", values="run_id", aggfunc="count",
                            fill_value=0))
     lines = ["# Datasheet: rl-fault-harness labelled training runs", "",

@@ -26,7 +26,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig
 
 from harness.cli import CONF_DIR, run_app
-from harness.config import ConfigError, locate
+from harness.config import ConfigError, locate, setup_label
 from harness.detectors.base import Alarm, Detector, RunInfo
 from harness.markdown import num, table
 from harness.metrics import CANONICAL
@@ -65,8 +65,7 @@ def stream(detector: Detector, info: RunInfo, metrics: pd.DataFrame) -> list[tup
 
 
 def setup_of(run: pd.Series) -> str:
-    variant = "" if run.get("algo_variant", "default") == "default" else f"_{run['algo_variant']}"
-    return f"{run['algo']}{variant}/{run['env']}/{run['backend']}"
+    return setup_label(run["algo"], run.get("algo_variant", "default"), run["env"], run["backend"])
 
 
 def outcome(run: pd.Series, alarms: list[tuple[int, Alarm]]) -> dict[str, Any]:

@@ -17,7 +17,25 @@ from typing import Any
 
 import pandas as pd
 
+from harness.config import setup_label
 from harness.store import RunStore
+
+
+def run_labels(meta: dict[str, Any]) -> dict[str, Any]:
+    """A run's labels from its meta.json: what it is (fault, setup, seed) and how it ended."""
+    return {
+        "fault": meta["fault"],
+        "fault_params": json.dumps(meta["fault_params"], sort_keys=True),
+        "onset": meta["onset_update"] if meta["onset_update"] is not None else 0,
+        "algo": meta["algo"],
+        "algo_variant": meta.get("algo_variant", "default"),
+        "env": meta["env"],
+        "backend": meta["backend"],
+        "seed": meta["seed"],
+        "is_control": bool(meta["is_control"]),
+        "status": meta["status"],
+        "n_updates": meta["n_updates"],
+    }
 
 
 def base_key(meta: dict[str, Any]) -> str:
@@ -38,21 +56,7 @@ class RunSet:
     def load(cls, results_dir: str | Path) -> RunSet:
         store = RunStore(results_dir)
         metas = {m["run_id"]: m for m in store.iter_metas()}
-        rows = [{
-            "run_id": rid,
-            "fault": m["fault"],
-            "fault_params": json.dumps(m["fault_params"], sort_keys=True),
-            "onset": m["onset_update"] if m["onset_update"] is not None else 0,
-            "algo": m["algo"],
-            "algo_variant": m.get("algo_variant", "default"),
-            "env": m["env"],
-            "backend": m["backend"],
-            "seed": m["seed"],
-            "is_control": bool(m["is_control"]),
-            "status": m["status"],
-            "n_updates": m["n_updates"],
-            "base": base_key(m),
-        } for rid, m in metas.items()]
+        rows = [{"run_id": rid, **run_labels(m), "base": base_key(m)} for rid, m in metas.items()]
         runs = pd.DataFrame(rows, columns=["run_id", "fault", "fault_params", "onset", "algo", "algo_variant",
                                            "env", "backend", "seed", "is_control", "status", "n_updates",
                                            "base"])
@@ -90,11 +94,11 @@ class Cell:
     @property
     def label(self) -> str:
         i = self.info
-        algo = i["algo"] if i["algo_variant"] == "default" else f"{i['algo']}_{i['algo_variant']}"
         params = json.loads(i["fault_params"])
         extra = "".join(f" {k}={v}" for k, v in params.items())
         onset = f" onset={i['onset']}" if i["onset"] else ""
-        return f"{i['fault']}{extra}{onset} | {algo}/{i['env']}/{i['backend']}{self.suffix}"
+        setup = setup_label(i["algo"], i["algo_variant"], i["env"], i["backend"])
+        return f"{i['fault']}{extra}{onset} | {setup}{self.suffix}"
 
     @property
     def slug(self) -> str:

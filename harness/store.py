@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from harness.config import algo_label
 from harness.metrics import COLUMNS
 
 META = "meta.json"
@@ -30,7 +31,7 @@ METRICS = "metrics.parquet"
 def run_id(key: dict[str, Any]) -> str:
     """A readable prefix and a stable hash of the run's identifying config."""
     digest = hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:12]
-    algo = key["algo"]["name"] + ("" if key["algo"]["variant"] == "default" else f"_{key['algo']['variant']}")
+    algo = algo_label(key["algo"]["name"], key["algo"]["variant"])
     return (f"{algo}-{key['env']['name']}-{key['backend']['name']}-"
             f"{key['fault_name']}-s{key['seed']}-{digest}")
 

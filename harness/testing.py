@@ -104,11 +104,6 @@ def default_dataset() -> LabelledDataset:
     return LabelledDataset.load(_settings["dataset"] or small_dataset())
 
 
-def _setup(row: pd.Series) -> str:
-    variant = "" if row["algo_variant"] == "default" else f"_{row['algo_variant']}"
-    return f"{row['algo']}{variant}/{row['env']}/{row['backend']}"
-
-
 def assert_detects(detector: Detector, fault: str, min_recall: float = 1.0,
                    max_false_alarm_rate: float = 0.0, dataset: LabelledDataset | str | Path | None = None,
                    require_cause: bool = False) -> None:
@@ -116,7 +111,7 @@ def assert_detects(detector: Detector, fault: str, min_recall: float = 1.0,
     runs with ``fault`` injected, and on at most ``max_false_alarm_rate`` of the healthy runs and
     look-alike controls of the same algorithms and envs. With ``require_cause`` a detection
     counts only if the strongest alarm names ``fault``."""
-    from harness.evaluate import evaluate
+    from harness.evaluate import evaluate, setup_of
 
     ds = dataset if isinstance(dataset, LabelledDataset) else (
         LabelledDataset.load(dataset) if dataset is not None else default_dataset())
@@ -144,7 +139,7 @@ def assert_detects(detector: Detector, fault: str, min_recall: float = 1.0,
         for _, r in missed.iterrows():
             why = (f"strongest alarm named {r['named_fault']} ({r['named_symptom']})" if r["alarmed_after_onset"]
                    else f"no alarm at or after onset update {r['onset']}")
-            problems.append(f"  - {r['run_id']} ({_setup(r)}, seed {r['seed']}): {why}")
+            problems.append(f"  - {r['run_id']} ({setup_of(r)}, seed {r['seed']}): {why}")
     if false_alarm > max_false_alarm_rate:
         flagged = clean_rows[clean_rows["alarmed"]]
         problems.append(f"false-alarm rate {false_alarm:.2f} > {max_false_alarm_rate:.2f}: flagged "
@@ -153,7 +148,7 @@ def assert_detects(detector: Detector, fault: str, min_recall: float = 1.0,
         for _, r in flagged.iterrows():
             first = alarms.loc[r["run_id"]]
             kind = "control" if r["is_control"] else "healthy"
-            problems.append(f"  - {r['run_id']} ({kind}, {_setup(r)}, seed {r['seed']}): "
+            problems.append(f"  - {r['run_id']} ({kind}, {setup_of(r)}, seed {r['seed']}): "
                             f"'{first['symptom']}' at update {int(first['update'])}")
     if problems:
         name = getattr(detector, "name", type(detector).__name__)
