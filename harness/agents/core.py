@@ -15,7 +15,7 @@ over completions); every ratio statistic is over real tokens only.
 from __future__ import annotations
 
 import math
-from typing import Callable, Protocol
+from typing import Callable, ClassVar, Protocol
 
 import torch
 from torch.nn.utils import clip_grad_norm_, parameters_to_vector
@@ -37,6 +37,46 @@ def aggregate(x: torch.Tensor, mask: torch.Tensor | None, mode: str = "token_mea
         return masked_mean(x, mask)
     per_row = torch.where(mask, x, 0.0).sum(-1) / mask.sum(-1).clamp(min=1)
     return per_row.mean()
+
+
+def ratio_stats(ratio: torch.Tensor, log_ratio: torch.Tensor, pg_loss1: torch.Tensor, pg_loss2: torch.Tensor,
+                clip_range: float, mask: torch.Tensor | None = None) -> dict[str, float]:
+    """One minibatch's importance-ratio metrics (canonical definitions, over real tokens only);
+    ``pg_loss1`` / ``pg_loss2`` are the unclipped and clipped surrogate terms."""
+    real = ratio if mask is None else ratio[mask]
+    return {
+        "approx_kl": float(masked_mean((ratio - 1) - log_ratio, mask)),
+        "kl_k1": float(masked_mean(-log_ratio, mask)),
+        "clipfrac": float(masked_mean(((ratio - 1).abs() > clip_range).float(), mask)),
+        "clipfrac_binding": float(masked_mean((pg_loss2 > pg_loss1).float(), mask)),
+        "ratio_mean": float(masked_mean(ratio, mask)),
+        "ratio_min": float(real.min()),
+        "ratio_max": float(real.max()),
+        "ratio_dev_max": float((real - 1).abs().max()),
+    }
+
+
+class MinibatchStats:
+    """Per-minibatch metrics accumulated over one update: the mean over minibatches, except
+    the ratio extremes, which are the extremes over the whole update."""
+
+    EXTREMES: ClassVar[dict[str, Callable[[float, float], float]]] = {"ratio_min": min, "ratio_max": max, "ratio_dev_max": max}
+
+    def __init__(self) -> None:
+        self.sums: dict[str, float] = {}
+        self.n = 0
+        self.extremes = {"ratio_min": math.inf, "ratio_max": -math.inf, "ratio_dev_max": 0.0}
+
+    def add(self, stats: dict[str, float]) -> None:
+        for name, value in stats.items():
+            if name in self.EXTREMES:
+                self.extremes[name] = self.EXTREMES[name](self.extremes[name], value)
+            else:
+                self.sums[name] = self.sums.get(name, 0.0) + value
+        self.n += 1
+
+    def result(self) -> dict[str, float]:
+        return {**{name: total / max(self.n, 1) for name, total in self.sums.items()}, **self.extremes}
 
 
 class UpdateHP(Protocol):
@@ -65,9 +105,7 @@ def ppo_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batch: 
     n_samples = batch["adv"].shape[0]
     loss_agg = getattr(hp, "loss_agg", "token_mean")
 
-    sums: dict[str, float] = {}
-    n_mb = 0
-    ratio_min, ratio_max, ratio_dev_max = math.inf, -math.inf, 0.0
+    stats = MinibatchStats()
     grad_norms: list[float] = []
     nonfinite = False
     steps = [0]  # counts real optimizer.step() calls, whatever the hooks do
@@ -107,25 +145,9 @@ def ppo_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batch: 
             grad_norms.append(grad_norm)
 
             with torch.no_grad():
-                dev = (ratio - 1).abs()
-                stats = {
-                    "policy_loss": float(policy_loss),
-                    "entropy": float(entropy),
-                    "loss": loss_value,
-                    "approx_kl": float(masked_mean((ratio - 1) - log_ratio, mask)),
-                    "kl_k1": float(masked_mean(-log_ratio, mask)),
-                    "clipfrac": float(masked_mean((dev > hp.clip_range).float(), mask)),
-                    "clipfrac_binding": float(masked_mean((pg_loss2 > pg_loss1).float(), mask)),
-                    "ratio_mean": float(masked_mean(ratio, mask)),
-                    **{k: float(v) for k, v in out.get("metrics", {}).items()},
-                }
-                real = ratio if mask is None else ratio[mask]
-                ratio_min = min(ratio_min, float(real.min()))
-                ratio_max = max(ratio_max, float(real.max()))
-                ratio_dev_max = max(ratio_dev_max, float((real - 1).abs().max()))
-            for k, v in stats.items():
-                sums[k] = sums.get(k, 0.0) + v
-            n_mb += 1
+                stats.add({"policy_loss": float(policy_loss), "entropy": float(entropy), "loss": loss_value,
+                           **ratio_stats(ratio, log_ratio, pg_loss1, pg_loss2, hp.clip_range, mask),
+                           **{k: float(v) for k, v in out.get("metrics", {}).items()}})
             if nonfinite:
                 break
         if nonfinite:
@@ -138,9 +160,8 @@ def ppo_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batch: 
             nonfinite = True
         param_delta = float((params_after - params_before).norm())
 
-    metrics = {k: v / max(n_mb, 1) for k, v in sums.items()}
+    metrics = stats.result()
     metrics.update(
-        ratio_min=ratio_min, ratio_max=ratio_max, ratio_dev_max=ratio_dev_max,
         grad_norm=sum(grad_norms) / max(len(grad_norms), 1),
         grad_norm_max=max(grad_norms, default=math.nan),
         optimizer_steps=steps[0],

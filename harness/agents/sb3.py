@@ -36,6 +36,10 @@ from stable_baselines3.common.logger import Logger
 from stable_baselines3.common.policies import ActorCriticPolicy
 from torch.nn.utils import parameters_to_vector
 
+from harness.agents.core import MinibatchStats, ratio_stats
+from harness.agents.ppo import (
+    updates_planned,  # the same budget as native PPO (run.agent reads it)
+)
 from harness.config import ConfigError, Experiment
 from harness.hooks import HEALTHY, Hooks
 
@@ -53,10 +57,6 @@ def check_expressible(fault: Hooks) -> None:
                           "which SB3's PPO does not expose (supported: env wrappers, hyperparameters, old log-probs)")
 
 
-def updates_planned(exp: Experiment) -> int:
-    return exp.env.total_timesteps // exp.algo.batch_size
-
-
 class Instrument:
     """Collects one update's per-minibatch statistics from the buffer and the policy."""
 
@@ -67,9 +67,7 @@ class Instrument:
 
     def reset(self) -> None:
         self.sample: Any = None
-        self.sums: dict[str, float] = {}
-        self.n_mb = 0
-        self.ratio_min, self.ratio_max, self.ratio_dev_max = math.inf, -math.inf, 0.0
+        self.stats = MinibatchStats()
         self.grad_norms: list[float] = []
         self.steps = 0
         self.nonfinite = False
@@ -87,20 +85,11 @@ class Instrument:
         policy_loss = torch.max(pg1, pg2).mean()
         value_loss = (s.returns - values.flatten()).pow(2).mean()
         ent = entropy.mean() if entropy is not None else (-log_prob).mean()
-        dev = (ratio - 1).abs()
-        stats = {"policy_loss": policy_loss, "value_loss": value_loss, "entropy": ent,
-                 "loss": policy_loss - hp.ent_coef * ent + hp.vf_coef * value_loss,
-                 "approx_kl": ((ratio - 1) - log_ratio).mean(), "kl_k1": (-log_ratio).mean(),
-                 "clipfrac": (dev > hp.clip_range).float().mean(),
-                 "clipfrac_binding": (pg2 > pg1).float().mean(), "ratio_mean": ratio.mean()}
-        for name, value in stats.items():
-            self.sums[name] = self.sums.get(name, 0.0) + float(value)
-        if not math.isfinite(float(stats["loss"])):
+        loss = float(policy_loss - hp.ent_coef * ent + hp.vf_coef * value_loss)
+        self.stats.add({"policy_loss": float(policy_loss), "value_loss": float(value_loss), "entropy": float(ent),
+                        "loss": loss, **ratio_stats(ratio, log_ratio, pg1, pg2, hp.clip_range)})
+        if not math.isfinite(loss):
             self.nonfinite = True
-        self.ratio_min = min(self.ratio_min, float(ratio.min()))
-        self.ratio_max = max(self.ratio_max, float(ratio.max()))
-        self.ratio_dev_max = max(self.ratio_dev_max, float(dev.max()))
-        self.n_mb += 1
 
     def gradient(self, grad: torch.Tensor, n_params: int) -> None:
         """Called once per parameter after backward accumulates its gradient (before clipping)."""
@@ -113,9 +102,8 @@ class Instrument:
             self._sq, self._seen = 0.0, 0
 
     def metrics(self) -> dict[str, float]:
-        out = {k: v / max(self.n_mb, 1) for k, v in self.sums.items()}
-        out.update(ratio_min=self.ratio_min, ratio_max=self.ratio_max, ratio_dev_max=self.ratio_dev_max,
-                   grad_norm=float(np.mean(self.grad_norms)) if self.grad_norms else math.nan,
+        out = self.stats.result()
+        out.update(grad_norm=float(np.mean(self.grad_norms)) if self.grad_norms else math.nan,
                    grad_norm_max=max(self.grad_norms, default=math.nan), optimizer_steps=self.steps)
         return out
 
