@@ -23,18 +23,20 @@ from harness.config import Experiment
 from harness.envs import make_vec_env
 
 
-def group_advantages(rewards: torch.Tensor, group_size: int, scale: str, eps: float) -> torch.Tensor:
-    """(r - group mean) / (std + eps), with std over the group, the batch, or none.
+def group_std(groups: torch.Tensor) -> torch.Tensor:
+    """Each group's reward std: unbiased (TRL's torch.std) for G > 1; a group of one has std 0."""
+    return groups.std(1, correction=1 if groups.shape[1] > 1 else 0)
 
-    Group std is unbiased (TRL's torch.std) for G > 1; a group of one has std 0, so its
-    advantage is exactly 0.
-    """
+
+def group_advantages(rewards: torch.Tensor, group_size: int, scale: str, eps: float) -> torch.Tensor:
+    """(r - group mean) / (std + eps), with std over the group (:func:`group_std`; a group of
+    one has advantage exactly 0), the batch, or none."""
     groups = rewards.view(-1, group_size)
     centred = (groups - groups.mean(1, keepdim=True)).flatten()
     if scale == "none":
         return centred
     if scale == "group":
-        std = groups.std(1, correction=1 if group_size > 1 else 0).repeat_interleave(group_size)
+        std = group_std(groups).repeat_interleave(group_size)
     else:
         std = rewards.std().expand_as(rewards)
     return centred / (std + eps)
@@ -99,7 +101,7 @@ def train(exp: Experiment) -> Iterator[dict]:
             r = torch.from_numpy(rewards)
             advantages = group_advantages(r, hp.group_size, hp.scale, hp.adv_eps)
             groups = r.view(-1, hp.group_size)
-            group_std = groups.std(1, correction=1 if hp.group_size > 1 else 0)
+            reward_std_per_group = group_std(groups)
             mask = mask_buf[:T].T.contiguous()
             seq_logp = (logp_buf[:T].T * mask).sum(1)
             seq_ref_logp = (ref_buf[:T].T * mask).sum(1)
@@ -129,7 +131,7 @@ def train(exp: Experiment) -> Iterator[dict]:
                 "adv_mean": float(advantages.mean()),
                 "adv_std": float(advantages.std()),
                 "reward_std": float(r.std()),
-                "group_reward_std_mean": float(group_std.mean()),
+                "group_reward_std_mean": float(reward_std_per_group.mean()),
                 "frac_reward_zero_std": float((groups.amax(1) == groups.amin(1)).float().mean()),
                 "response_clip_ratio": float(cut.mean()),
                 "logp_mean": float(seq_logp.mean()),

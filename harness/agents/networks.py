@@ -30,6 +30,13 @@ def mlp(n_in: int, n_out: int, hidden: int, out_std: float) -> nn.Sequential:
                          layer(hidden, n_out, out_std))
 
 
+def sample_categorical(logp_all: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """A sample from softmax over the last dimension by Gumbel-max, and its log-prob."""
+    gumbel = torch.rand_like(logp_all).log_().neg_().log_().neg_()
+    action = (logp_all + gumbel).argmax(-1)
+    return action, logp_all.gather(-1, action.unsqueeze(-1)).squeeze(-1)
+
+
 class ActorCritic(nn.Module):
     def __init__(self, obs_space: gym.spaces.Box, action_space: gym.Space, hidden: int = 64):
         super().__init__()
@@ -53,10 +60,7 @@ class ActorCritic(nn.Module):
         """Sample actions; returns (action, log-prob, value)."""
         out = self.actor(obs)
         if self.discrete:
-            logp_all = out.log_softmax(-1)
-            gumbel = torch.rand_like(logp_all).log_().neg_().log_().neg_()
-            action = (logp_all + gumbel).argmax(-1)   # Gumbel-max: a sample from softmax(out)
-            logp = logp_all.gather(-1, action.unsqueeze(-1)).squeeze(-1)
+            action, logp = sample_categorical(out.log_softmax(-1))
         else:
             std = self.log_std.exp()
             action = out + std * torch.randn_like(out)
@@ -92,10 +96,7 @@ class TokenPolicy(nn.Module):
     @torch.no_grad()
     def act(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Sample next tokens; returns (token, log-prob)."""
-        logp_all = self.net(obs).log_softmax(-1)
-        gumbel = torch.rand_like(logp_all).log_().neg_().log_().neg_()
-        token = (logp_all + gumbel).argmax(-1)
-        return token, logp_all.gather(-1, token.unsqueeze(-1)).squeeze(-1)
+        return sample_categorical(self.net(obs).log_softmax(-1))
 
     @torch.no_grad()
     def logprob(self, obs: torch.Tensor, token: torch.Tensor) -> torch.Tensor:
