@@ -30,6 +30,7 @@ from faults import FAULTS
 from harness import signatures
 from harness.cli import CONF_DIR, run_app
 from harness.config import ConfigError, check_range, locate, setup_label
+from harness.detectors import REFERENCE
 from harness.markdown import num, pct, table
 from harness.metrics import CANONICAL, applicable
 from harness.runs import Cell, RunSet
@@ -189,10 +190,6 @@ def build(rs: RunSet, n_boot: int = 1000, seed: int = 0, detectors: bool = True)
     return cat
 
 
-REFERENCE_DETECTORS = {"folk": "harness.detectors.folk.FolkDetector",
-                       "config_aware": "harness.detectors.config_aware.ConfigAwareDetector"}
-
-
 def detector_rows(rs: RunSet, cat: pd.DataFrame) -> pd.DataFrame:
     """Each reference detector's recall, correct-cause rate and false-alarm rates per cell, so
     the rules of thumb are measured next to the signatures."""
@@ -203,21 +200,17 @@ def detector_rows(rs: RunSet, cat: pd.DataFrame) -> pd.DataFrame:
     data = dataset.data_table(rs, runs)
     cells = {c.label: c for c in rs.cells()}
     rows = []
-    for name, target in REFERENCE_DETECTORS.items():
+    for name, target in REFERENCE.items():
         out = evaluate(locate(target)(), (data, runs), name=name).runs.set_index("run_id")
         for label, cell in cells.items():
             faulty, healthy, controls = (out.loc[ids] for ids in (cell.faulty, cell.healthy, cell.controls))
             rows.append({"cell": label, "kind": "detector", "name": name,
-                         "recall": _mean(faulty["alarmed_after_onset"]),
-                         "correct_cause": _mean(faulty["named_fault"] == cell.info["fault"]),
-                         "false_alarm_healthy": _mean(healthy["alarmed"]),
-                         "false_alarm_control": _mean(controls["alarmed"])})
+                         "recall": signatures.share(faulty["alarmed_after_onset"]),
+                         "correct_cause": signatures.share(faulty["named_fault"] == cell.info["fault"]),
+                         "false_alarm_healthy": signatures.share(healthy["alarmed"]),
+                         "false_alarm_control": signatures.share(controls["alarmed"])})
     summary = cat.drop_duplicates("cell")[list(SUMMARY_COLUMNS)].set_index("cell")
     return pd.DataFrame(rows).join(summary, on="cell")
-
-
-def _mean(values: pd.Series) -> float:
-    return float(values.mean()) if len(values) else math.nan
 
 
 def backend_agreement(cat: pd.DataFrame) -> pd.DataFrame:

@@ -178,4 +178,4 @@ def main() -> None:
     run_app(app)
 
 
-__all__ = ["main", "make_experiment", "preflight", "run_app", "app", "Experiment"]
+__all__ = ["Experiment", "app", "main", "make_experiment", "preflight", "run_app"]

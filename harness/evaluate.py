@@ -27,12 +27,17 @@ from omegaconf import DictConfig
 
 from harness.cli import CONF_DIR, run_app
 from harness.config import ConfigError, locate, setup_label
-from harness.detectors.base import Alarm, Detector, RunInfo
+from harness.detectors import REFERENCE
+from harness.detectors.base import Alarm, Detector, RunInfo, is_detector
 from harness.markdown import num, table
 from harness.metrics import CANONICAL
+from harness.signatures import share
 from harness.store import atomic_write_bytes, atomic_write_parquet
 
 NO_ALARM = "(no alarm)"
+#: the columns of the score table, as printed and reported
+SCORE_COLUMNS = ["group", "setup", "n", "recall", "correct_cause", "false_alarm_rate", "before_onset",
+                 "delay_median", "delay_p90"]
 UNNAMED = "(unnamed)"
 
 
@@ -102,9 +107,7 @@ class Evaluation:
         return rows.iloc[0]
 
     def summary(self) -> str:
-        cols = ["group", "setup", "n", "recall", "correct_cause", "false_alarm_rate", "before_onset",
-                "delay_median", "delay_p90"]
-        return self.scores[cols].to_string(index=False, na_rep="-", float_format=lambda x: f"{x:.2f}")
+        return self.scores[SCORE_COLUMNS].to_string(index=False, na_rep="-", float_format=lambda x: f"{x:.2f}")
 
 
 def _score_rows(out: pd.DataFrame) -> list[dict[str, Any]]:
@@ -122,34 +125,30 @@ def _score_rows(out: pd.DataFrame) -> list[dict[str, Any]]:
             rows.append(_healthy_row(label, "all", out[mask]))
     if len(faulty):
         rows.append({**_faulty_row("all faults", "all", faulty),
-                     "false_alarm_healthy": _rate(out[(out["fault"] == "none") & ~out["is_control"]]["alarmed"]),
-                     "false_alarm_control": _rate(out[(out["fault"] == "none") & out["is_control"]]["alarmed"])})
+                     "false_alarm_healthy": share(out[(out["fault"] == "none") & ~out["is_control"]]["alarmed"]),
+                     "false_alarm_control": share(out[(out["fault"] == "none") & out["is_control"]]["alarmed"])})
     return rows
-
-
-def _rate(series: pd.Series) -> float:
-    return float(series.mean()) if len(series) else math.nan
 
 
 def _faulty_row(fault: str, setup: str, g: pd.DataFrame) -> dict[str, Any]:
     delays = g["delay"].dropna().astype(float)
-    return {"group": fault, "setup": setup, "n": len(g), "recall": _rate(g["alarmed_after_onset"]),
-            "correct_cause": _rate(g["named_fault"] == g["fault"]),
-            "before_onset": _rate(g["alarmed_before_onset"]), "false_alarm_rate": math.nan,
+    return {"group": fault, "setup": setup, "n": len(g), "recall": share(g["alarmed_after_onset"]),
+            "correct_cause": share(g["named_fault"] == g["fault"]),
+            "before_onset": share(g["alarmed_before_onset"]), "false_alarm_rate": math.nan,
             "delay_median": float(delays.median()) if len(delays) else math.nan,
             "delay_p90": float(np.percentile(delays, 90)) if len(delays) else math.nan}
 
 
 def _healthy_row(label: str, setup: str, g: pd.DataFrame) -> dict[str, Any]:
     return {"group": label, "setup": setup, "n": len(g), "recall": math.nan, "correct_cause": math.nan,
-            "before_onset": math.nan, "false_alarm_rate": _rate(g["alarmed"]),
+            "before_onset": math.nan, "false_alarm_rate": share(g["alarmed"]),
             "delay_median": math.nan, "delay_p90": math.nan}
 
 
 def evaluate(detector: Detector, dataset: str | Path | tuple[pd.DataFrame, pd.DataFrame] = "results",
              name: str | None = None) -> Evaluation:
     """Stream every run of ``dataset`` (a path, or ``(data, runs)``) through ``detector``."""
-    if not (callable(getattr(detector, "reset", None)) and callable(getattr(detector, "update", None))):
+    if not is_detector(detector):
         raise ConfigError(f"{type(detector).__name__} is not a detector: it needs reset(run_info) and "
                           "update(update_index, metrics)")
     data, runs = load_dataset(dataset) if isinstance(dataset, (str, Path)) else dataset
@@ -168,7 +167,7 @@ def evaluate(detector: Detector, dataset: str | Path | tuple[pd.DataFrame, pd.Da
     symptom_rows = []
     for symptom in sorted({s for ss in out["symptoms"] for s in ss}):
         fired = out["symptoms"].map(lambda ss, s=symptom: s in ss)
-        symptom_rows.append({"symptom": symptom, **{f"rate_{k}": _rate(fired[kinds == k]) for k in
+        symptom_rows.append({"symptom": symptom, **{f"rate_{k}": share(fired[kinds == k]) for k in
                                                     ("faulty", "healthy", "control")}})
     return Evaluation(detector=name or getattr(detector, "name", type(detector).__name__), runs=out,
                       alarms=pd.DataFrame(alarm_rows, columns=["run_id", "update", "symptom", "fault", "score"]),
@@ -184,14 +183,12 @@ def _fmt(x: Any) -> str:
 
 
 def markdown(ev: Evaluation, dataset: str) -> str:
-    cols = ["group", "setup", "n", "recall", "correct_cause", "false_alarm_rate", "before_onset",
-            "delay_median", "delay_p90"]
     lines = [f"# Detector evaluation: {ev.detector}", "", f"Dataset: `{dataset}`; {len(ev.runs)} runs.", "",
              "Recall: faulty runs with an alarm at or after the onset. Correct cause: faulty runs whose "
              "strongest alarm names the injected fault. False alarm rate: healthy runs (or look-alike "
              "controls) with any alarm. Delay: updates from onset to the first alarm.", "",
              ]
-    lines += table(cols, [[_fmt(r[c]) for c in cols] for _, r in ev.scores.iterrows()])
+    lines += table(SCORE_COLUMNS, [[_fmt(r[c]) for c in SCORE_COLUMNS] for _, r in ev.scores.iterrows()])
     lines += ["", "![scores](scores.png)", "", "## Confusion (runs): injected fault x named fault", ""]
     lines += table(["injected \\ named", *ev.confusion.columns],
                    [[injected, *(int(v) for v in row)] for injected, row in ev.confusion.iterrows()])
@@ -256,7 +253,7 @@ def build_detector(cfg: DictConfig) -> Detector:
     except InstantiationException as exc:
         cause = exc.__cause__ or exc
         raise ConfigError(f"detector {target}: {str(cause).splitlines()[0]}") from None
-    if not (callable(getattr(detector, "reset", None)) and callable(getattr(detector, "update", None))):
+    if not is_detector(detector):
         raise ConfigError(f"detector._target_={target!r} is not a detector: it needs reset(run_info) and "
                           "update(update_index, metrics)")
     return detector
@@ -269,27 +266,24 @@ def validate(cfg: DictConfig) -> None:
 
 @hydra.main(config_path=str(CONF_DIR), config_name="evaluate", version_base=None)
 def app(cfg: DictConfig) -> None:
+    from hydra.core.hydra_config import HydraConfig
     from rich.console import Console
     from rich.table import Table
 
-    from hydra.core.hydra_config import HydraConfig
-
     detector = build_detector(cfg)
     choice = HydraConfig.get().runtime.choices.get("detector")
-    name = choice if cfg.detector._target_ == DEFAULT_TARGETS.get(choice) else type(detector).__name__
+    name = choice if cfg.detector._target_ == REFERENCE.get(choice) else type(detector).__name__
     ev = evaluate(detector, cfg.dataset, name=name)
     out_dir = Path(cfg.results_dir) / "evaluation" / name
     write(ev, out_dir, str(cfg.dataset))
 
     console = Console(width=max(110, Console().width), highlight=False)
     table = Table(title=f"detector {name} on {cfg.dataset} ({len(ev.runs)} runs)", title_justify="left")
-    cols = ["group", "setup", "n", "recall", "correct_cause", "false_alarm_rate", "before_onset",
-            "delay_median", "delay_p90"]
-    for c in cols:
+    for c in SCORE_COLUMNS:
         table.add_column(c.replace("_", " "), justify="left" if c in ("group", "setup") else "right",
                          no_wrap=c in ("group", "setup"))
     for _, r in ev.scores[ev.scores["setup"] == "all"].iterrows():
-        table.add_row(*[_fmt(r[c]) for c in cols])
+        table.add_row(*[_fmt(r[c]) for c in SCORE_COLUMNS])
     console.print(table)
     noisy = ev.symptoms.sort_values("rate_healthy", ascending=False).head(3)
     noisy = noisy[noisy["rate_healthy"] > 0]
@@ -297,10 +291,6 @@ def app(cfg: DictConfig) -> None:
         console.print("most false alarms on healthy runs come from: " + ", ".join(
             f"{r['symptom']} ({r['rate_healthy']:.0%} of healthy runs)" for _, r in noisy.iterrows()))
     console.print(f"report: {out_dir}/REPORT.md (per-setup scores, confusion matrix, symptoms, scores.png)")
-
-
-DEFAULT_TARGETS = {"folk": "harness.detectors.folk.FolkDetector",
-                   "config_aware": "harness.detectors.config_aware.ConfigAwareDetector"}
 
 
 def main() -> None:

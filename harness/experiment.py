@@ -6,11 +6,17 @@ import math
 import sys
 
 from rich.console import Console
-from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
-                           TimeElapsedColumn)
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+)
 
 from harness.config import Experiment
-from harness.report import PROGRESS, print_signatures, side_by_side
+from harness.metrics import PROGRESS
+from harness.report import print_signatures, side_by_side
 from harness.run import RunResult, get_or_train, healthy_twin, n_updates_planned
 
 

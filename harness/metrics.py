@@ -48,6 +48,9 @@ PPO_ONLY = ("value_mean", "explained_variance", "value_loss")
 
 COLUMNS = (*INDEX_COLUMNS, *CANONICAL)
 
+#: the learning-progress metric of each algorithm (episode return / completion reward)
+PROGRESS = {"ppo": "return_mean", "grpo": "reward_mean"}
+
 
 def applicable(algo: str) -> tuple[str, ...]:
     """The canonical metrics an algorithm records (the rest are NaN)."""

@@ -15,8 +15,7 @@ import pandas as pd  # noqa: E402
 
 from faults import FAULTS  # noqa: E402
 from harness import signatures  # noqa: E402
-from harness.metrics import applicable  # noqa: E402
-from harness.report import PROGRESS  # noqa: E402
+from harness.metrics import PROGRESS, applicable  # noqa: E402
 from harness.runs import Cell, RunSet  # noqa: E402
 from harness.store import atomic_write_bytes  # noqa: E402
 

@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from harness import signatures
+from harness.metrics import PROGRESS
 from harness.run import RunResult
 
 KEY_METRICS = {
@@ -21,8 +22,6 @@ KEY_METRICS = {
              "clipfrac", "ratio_dev_max", "kl_ref", "logp_mean", "logp_ref_mean", "grad_norm",
              "optimizer_steps", "lr", "clip_range", "param_delta", "nonfinite"),
 }
-#: the learning-progress metric of each algorithm (episode return / completion reward)
-PROGRESS = {"ppo": "return_mean", "grpo": "reward_mean"}
 
 
 def fmt(x: float) -> str:

@@ -45,7 +45,8 @@ def signature(name: str, metric: str, description: str):
     return register
 
 
-def _share(mask: pd.Series) -> float:
+def share(mask: pd.Series) -> float:
+    """The share of True in a boolean series (NaN when it is empty)."""
     return float(mask.mean()) if len(mask) else math.nan
 
 
@@ -58,8 +59,8 @@ def _share_rule(post: pd.DataFrame, metric: str, test: Callable[[pd.Series], pd.
     col = _finite(post[metric])
     if col.empty:
         return Result(False, f"{metric}: no finite values")
-    share = _share(test(col))
-    return Result(share >= need, f"{what} on {share:.0%} of {len(col)} updates")
+    rate = share(test(col))
+    return Result(rate >= need, f"{what} on {rate:.0%} of {len(col)} updates")
 
 
 @signature("ratio_pinned", "ratio_dev_max", "importance ratio exactly 1 (max |r - 1| < 1e-6) on >= 90% of updates")

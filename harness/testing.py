@@ -50,7 +50,9 @@ class LabelledDataset:
 
     @classmethod
     def load(cls, path: str | Path) -> LabelledDataset:
-        from harness.evaluate import load_dataset   # heavy imports only when a test needs them
+        from harness.evaluate import (
+            load_dataset,  # heavy imports only when a test needs them
+        )
 
         data, runs = load_dataset(path)
         return cls(Path(path), data, runs)

@@ -14,4 +14,8 @@ apply). Any class with these two methods is a detector; configure it with
 
 from harness.detectors.base import Alarm, Detector, RunInfo
 
-__all__ = ["Alarm", "Detector", "RunInfo"]
+#: the reference detectors that ship with the harness (conf/detector/<name>.yaml)
+REFERENCE = {"folk": "harness.detectors.folk.FolkDetector",
+             "config_aware": "harness.detectors.config_aware.ConfigAwareDetector"}
+
+__all__ = ["REFERENCE", "Alarm", "Detector", "RunInfo"]

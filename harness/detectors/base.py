@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -31,6 +32,16 @@ class RunInfo:
         epochs = self.configured.get("n_epochs", self.configured.get("num_iterations"))
         minibatches = self.configured.get("n_minibatches")
         return int(epochs * minibatches) if epochs and minibatches else None
+
+
+def finite(x: float | None) -> bool:
+    """A metric value that is present and finite."""
+    return x is not None and math.isfinite(x)
+
+
+def is_detector(obj: Any) -> bool:
+    """Whether ``obj`` has the protocol's two methods."""
+    return callable(getattr(obj, "reset", None)) and callable(getattr(obj, "update", None))
 
 
 @runtime_checkable

@@ -13,13 +13,9 @@ import math
 import statistics
 from collections import deque
 
-from harness.detectors.base import Alarm, RunInfo
+from harness.detectors.base import Alarm, RunInfo, finite
 
 EXACT = 1e-6
-
-
-def _finite(x: float | None) -> bool:
-    return x is not None and math.isfinite(x)
 
 
 class ConfigAwareDetector:
@@ -44,7 +40,7 @@ class ConfigAwareDetector:
             alarms.append(Alarm(symptom, fault, score))
 
         if get("nonfinite") == 1:
-            adv_broken = not (_finite(get("adv_mean")) and _finite(get("adv_std")))
+            adv_broken = not (finite(get("adv_mean")) and finite(get("adv_std")))
             if self.info.algo == "grpo" and adv_broken:
                 fire("non-finite advantages", "adv_std_no_floor", 0.95)
             else:
@@ -60,15 +56,15 @@ class ConfigAwareDetector:
             fire(f"fewer optimizer steps than the configured {self.steps}", "ppo_epochs_ignored", 0.95)
 
         clip, lr = get("clip_range", math.nan), get("lr", math.nan)
-        if _finite(clip) and "clip_range" in cfg and clip < cfg["clip_range"] * (1 - 1e-9):
+        if finite(clip) and "clip_range" in cfg and clip < cfg["clip_range"] * (1 - 1e-9):
             fire("clip range below the configured one", "tiny_clip", 0.9)
         elif multi_pass and get("clipfrac", math.nan) > self.clipfrac_high:
             fire("clip fraction > 0.3", "tiny_clip", 0.5)
-        if _finite(lr) and "lr" in cfg and lr > cfg["lr"] * self.lr_tolerance:
+        if finite(lr) and "lr" in cfg and lr > cfg["lr"] * self.lr_tolerance:
             fire("learning rate above the configured one", "excessive_lr", 0.9)
 
         kl = get("approx_kl", math.nan)
-        if _finite(kl):
+        if finite(kl):
             self.kls.append(kl)
             if len(self.kls) == self.kl_window and statistics.median(self.kls) > self.kl_high:
                 fire("approx_kl > 0.1 sustained", "excessive_lr", 0.7)
@@ -79,7 +75,7 @@ class ConfigAwareDetector:
             self._grpo_rules(m, fire)
         else:
             reward = get("reward_mean", math.nan)
-            if _finite(reward):
+            if finite(reward):
                 self.rewards.append(reward)
                 if len(self.rewards) == self.flat_window and max(self.rewards) == min(self.rewards) == 0:
                     fire("reward exactly 0", "zero_reward", 0.9)

@@ -10,13 +10,8 @@ from __future__ import annotations
 import math
 from collections import deque
 
-from harness.detectors.base import Alarm, RunInfo
-
-PROGRESS = {"ppo": "return_mean", "grpo": "reward_mean"}
-
-
-def finite(x: float) -> bool:
-    return x is not None and math.isfinite(x)
+from harness.detectors.base import Alarm, RunInfo, finite
+from harness.metrics import PROGRESS
 
 
 class FolkDetector:
