@@ -137,7 +137,7 @@ def make_experiment(overrides: list[str], config_name: str = CONFIG_NAME) -> Exp
     """Compose ``overrides`` exactly as ``python -m harness`` does and validate them (the Python
     API behind the command line; raises ConfigError)."""
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
-        return load_experiment(compose(config_name, overrides=overrides))
+        return load_experiment(_compose(config_name, overrides))
 
 
 def _is_multirun() -> bool:

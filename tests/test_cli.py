@@ -8,6 +8,8 @@ import sys
 import pandas as pd
 import pytest
 
+from harness.cli import make_experiment
+from harness.config import ConfigError
 from harness.metrics import COLUMNS
 from harness.store import RunStore
 
@@ -42,6 +44,16 @@ def test_bad_override_is_one_line_and_touches_nothing(tmp_path, args, expected):
     assert expected in lines[0]
     assert "Traceback" not in out.stderr + out.stdout
     assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["fault=nope"], "unknown fault 'nope'; valid choices: adv_std_no_floor, excessive_lr,"),
+    (["algo.clip_range=-0.1"], "algo.clip_range=-0.1 is out of range: must be > 0"),
+])
+def test_python_api_gives_the_same_one_line_errors(args, expected):
+    with pytest.raises(ConfigError) as info:
+        make_experiment(args)
+    assert expected in str(info.value) and "\n" not in str(info.value)
 
 
 def test_run_command_trains_fault_and_twin_then_reuses(tmp_path):
