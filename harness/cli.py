@@ -23,7 +23,8 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
-from harness.config import ConfigError, Experiment, load_experiment, register_configs
+from harness.assemble import load_experiment
+from harness.config import ConfigError, Experiment, register_configs
 
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 CONFIG_NAME = "config"

@@ -244,7 +244,7 @@ def _plain(obj: Any) -> dict[str, Any]:
     return {f.name: getattr(obj, f.name) for f in fields(obj)}
 
 
-def _to_object(node: Any, schema: type, group: str) -> Any:
+def to_object(node: Any, schema: type, group: str) -> Any:
     if isinstance(node, DictConfig):
         data = OmegaConf.to_container(node, resolve=True)
     else:
@@ -260,36 +260,3 @@ def _to_object(node: Any, schema: type, group: str) -> Any:
     if hasattr(obj, "validate"):
         obj.validate()  # explicit, so that faults may build out-of-range effective copies
     return obj
-
-
-def load_experiment(cfg: DictConfig) -> Experiment:
-    """Validate a composed config and build the experiment; raises ConfigError."""
-    from faults import build_fault  # late import: faults import harness.hooks
-
-    check_range("", "seed", cfg.seed, ge=0, le=2**32 - 1, kind=int)
-    check_range("", "torch_threads", cfg.torch_threads, ge=1, le=256, kind=int)
-    algo_name = cfg.algo.get("name")
-    if algo_name not in ALGO_SCHEMAS:
-        raise ConfigError(f"unknown algo {algo_name!r}; valid choices: {', '.join(ALGO_SCHEMAS)}")
-    algo = _to_object(cfg.algo, ALGO_SCHEMAS[algo_name], "algo")
-    env = _to_object(cfg.env, EnvConfig, "env")
-    from harness.envs import check_env
-
-    check_env(env)
-    backend = _to_object(cfg.backend, BackendConfig, "backend")
-    if backend.name not in BACKENDS:
-        raise ConfigError(f"unknown backend {backend.name!r}; valid choices: {', '.join(BACKENDS)}")
-    if backend.name == "sb3" and algo.name != "ppo":
-        raise ConfigError(f"backend=sb3 runs stable-baselines3's PPO; algo={algo.name} runs on backend=native")
-    if algo.name == "grpo" and env.id != "harness/ToySeq-v0":
-        raise ConfigError(f"algo=grpo generates token sequences: it needs env=toyseq, not env={env.name}")
-    fault_cfg = OmegaConf.to_container(cfg.fault, resolve=True)
-    fault = build_fault(fault_cfg)
-    fault.check_applicable(algo=algo.name, backend=backend.name)
-    if backend.name == "sb3":
-        from harness.agents.sb3 import check_expressible
-
-        check_expressible(fault)
-    return Experiment(algo=algo, env=env, backend=backend, fault=fault, fault_cfg=fault_cfg,
-                      seed=cfg.seed, torch_threads=cfg.torch_threads, results_dir=cfg.results_dir,
-                      twin=cfg.twin, progress=cfg.progress)

@@ -8,7 +8,7 @@ import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
-from harness import signatures
+from harness.analysis import signatures
 from harness.metrics import PROGRESS
 from harness.run import RunResult
 

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from faults import FAULTS
-from harness.config import ConfigError, load_experiment
+from harness.assemble import load_experiment
+from harness.config import ConfigError
 from harness.store import RunStore, run_id
 
 

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from harness.catalogue import auroc, bootstrap_auroc, verdict
+from harness.analysis.catalogue import auroc, bootstrap_auroc, verdict
 from harness.metrics import CANONICAL
 from tests.helpers import train
 

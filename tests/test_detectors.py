@@ -8,10 +8,10 @@ import sys
 import pandas as pd
 import pytest
 
-from harness.detectors import Alarm
-from harness.detectors.config_aware import ConfigAwareDetector
-from harness.detectors.folk import FolkDetector
-from harness.evaluate import evaluate
+from harness.detection import Alarm
+from harness.detection.config_aware import ConfigAwareDetector
+from harness.detection.folk import FolkDetector
+from harness.detection.scoring import evaluate
 from tests.helpers import SilentDetector, train
 
 
@@ -53,7 +53,7 @@ def test_onset_delay_and_alarms_before_onset(tmp_path):
 
 
 USER_DETECTOR = '''
-from harness.detectors import Alarm
+from harness.detection import Alarm
 
 class ZeroRewardWatch:
     """A user's own detector: flags a reward that never moves from 0."""

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from harness.diagnose import load_catalogue, map_log
+from harness.detection.diagnosis import load_catalogue, map_log
 
 ROOT = Path(__file__).resolve().parent.parent
 CATALOGUE = ROOT / "results" / "catalogue"

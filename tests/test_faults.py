@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from faults import FAULTS
-from harness import signatures
+from harness.analysis import signatures
 from tests.helpers import SHORT, train
 
 CORE = ["shared_policy", "ppo_epochs_ignored", "tiny_clip", "zero_reward", "excessive_lr"]

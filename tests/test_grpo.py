@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from faults import FAULTS
-from harness import signatures
 from harness.agents.grpo import group_advantages
+from harness.analysis import signatures
 from harness.config import ConfigError
 from tests.helpers import make_experiment, train
 

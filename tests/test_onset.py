@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness import signatures
+from harness.analysis import signatures
 from tests.helpers import SHORT, train
 
 

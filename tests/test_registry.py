@@ -8,9 +8,9 @@ import pytest
 from omegaconf import OmegaConf
 
 from faults import FAULTS
+from harness.analysis.signatures import SIGNATURES
 from harness.cli import CONF_DIR
 from harness.config import ConfigError
-from harness.signatures import SIGNATURES
 
 
 def test_core_faults_registered():

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from faults import FAULTS
-from harness import signatures
+from harness.analysis import signatures
 from harness.config import ConfigError
 from harness.metrics import COLUMNS
 from tests.helpers import make_experiment, train

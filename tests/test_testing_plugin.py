@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from harness.detectors.config_aware import ConfigAwareDetector
-from harness.testing import assert_detects
+from harness.detection.config_aware import ConfigAwareDetector
+from harness.detection.testing import assert_detects
 from tests.helpers import SilentDetector
 
 
@@ -15,7 +15,7 @@ class Never(SilentDetector):
 
 class Always(SilentDetector):
     def update(self, update_index, metrics):
-        from harness.detectors import Alarm
+        from harness.detection import Alarm
         return [Alarm("always", "zero_reward")]
 
 
@@ -47,8 +47,8 @@ def test_unknown_fault_is_reported(harness_dataset):
 
 
 USER_TESTS = '''
-from harness.detectors import Alarm
-from harness.testing import assert_detects
+from harness.detection import Alarm
+from harness.detection.testing import assert_detects
 
 
 class StuckReward:

@@ -14,9 +14,9 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from faults import FAULTS  # noqa: E402
-from harness import signatures  # noqa: E402
+from harness.analysis import signatures  # noqa: E402
+from harness.analysis.runs import Cell, RunSet  # noqa: E402
 from harness.metrics import PROGRESS, applicable  # noqa: E402
-from harness.runs import Cell, RunSet  # noqa: E402
 from harness.store import atomic_write_bytes  # noqa: E402
 
 N_TRACES = 6

@@ -20,10 +20,10 @@ from typing import Any
 
 import pandas as pd
 
+from harness.analysis.runs import RunSet, run_labels
 from harness.config import setup_label
 from harness.markdown import table
 from harness.metrics import CANONICAL
-from harness.runs import RunSet, run_labels
 from harness.store import atomic_write_bytes, atomic_write_parquet
 
 LABELS = ["fault", "is_control", "algo", "algo_variant", "env", "backend", "seed", "onset", "status"]

@@ -12,10 +12,10 @@ apply). Any class with these two methods is a detector; configure it with
 ``detector._target_=package.module.Class``.
 """
 
-from harness.detectors.base import Alarm, Detector, RunInfo
+from harness.detection.base import Alarm, Detector, RunInfo
 
 #: the reference detectors that ship with the harness (conf/detector/<name>.yaml)
-REFERENCE = {"folk": "harness.detectors.folk.FolkDetector",
-             "config_aware": "harness.detectors.config_aware.ConfigAwareDetector"}
+REFERENCE = {"folk": "harness.detection.folk.FolkDetector",
+             "config_aware": "harness.detection.config_aware.ConfigAwareDetector"}
 
 __all__ = ["REFERENCE", "Alarm", "Detector", "RunInfo"]

@@ -13,7 +13,7 @@ import math
 import statistics
 from collections import deque
 
-from harness.detectors.base import Alarm, RunInfo, finite
+from harness.detection.base import Alarm, RunInfo, finite
 
 EXACT = 1e-6
 

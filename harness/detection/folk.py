@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections import deque
 
-from harness.detectors.base import Alarm, RunInfo, finite
+from harness.detection.base import Alarm, RunInfo, finite
 from harness.metrics import PROGRESS
 
 

@@ -1,0 +1,48 @@
+"""Assembling an experiment from a composed config: the checks that need several parts
+(algorithm, env, backend, fault) happen here, above the low-level config schemas."""
+
+from __future__ import annotations
+
+from omegaconf import DictConfig, OmegaConf
+
+from faults import build_fault
+from harness.config import (
+    ALGO_SCHEMAS,
+    BACKENDS,
+    BackendConfig,
+    ConfigError,
+    EnvConfig,
+    Experiment,
+    check_range,
+    to_object,
+)
+from harness.envs import check_env
+
+
+def load_experiment(cfg: DictConfig) -> Experiment:
+    """Validate a composed config and build the experiment; raises ConfigError."""
+    check_range("", "seed", cfg.seed, ge=0, le=2**32 - 1, kind=int)
+    check_range("", "torch_threads", cfg.torch_threads, ge=1, le=256, kind=int)
+    algo_name = cfg.algo.get("name")
+    if algo_name not in ALGO_SCHEMAS:
+        raise ConfigError(f"unknown algo {algo_name!r}; valid choices: {', '.join(ALGO_SCHEMAS)}")
+    algo = to_object(cfg.algo, ALGO_SCHEMAS[algo_name], "algo")
+    env = to_object(cfg.env, EnvConfig, "env")
+    check_env(env)
+    backend = to_object(cfg.backend, BackendConfig, "backend")
+    if backend.name not in BACKENDS:
+        raise ConfigError(f"unknown backend {backend.name!r}; valid choices: {', '.join(BACKENDS)}")
+    if backend.name == "sb3" and algo.name != "ppo":
+        raise ConfigError(f"backend=sb3 runs stable-baselines3's PPO; algo={algo.name} runs on backend=native")
+    if algo.name == "grpo" and env.id != "harness/ToySeq-v0":
+        raise ConfigError(f"algo=grpo generates token sequences: it needs env=toyseq, not env={env.name}")
+    fault_cfg = OmegaConf.to_container(cfg.fault, resolve=True)
+    fault = build_fault(fault_cfg)
+    fault.check_applicable(algo=algo.name, backend=backend.name)
+    if backend.name == "sb3":
+        from harness.agents.sb3 import check_expressible
+
+        check_expressible(fault)
+    return Experiment(algo=algo, env=env, backend=backend, fault=fault, fault_cfg=fault_cfg,
+                      seed=cfg.seed, torch_threads=cfg.torch_threads, results_dir=cfg.results_dir,
+                      twin=cfg.twin, progress=cfg.progress)
