@@ -8,11 +8,25 @@ from typing import Any, ClassVar
 from harness.config import ConfigError, check_range
 from harness.hooks import HEALTHY, Hooks
 
+#: how a fault shows up as a user meets it (DESIGN.md, "Faults"):
+#: - misconfigured: the user's config holds the bad value, so the configured hyperparameters a
+#:   detector sees and the logged value agree;
+#: - overridden: the config says one thing and the code silently uses another;
+#: - code bug: a hook changes what the update computes; config and logged values are untouched.
+FORMS = ("misconfigured", "overridden", "code bug")
+
 
 def param(default: Any, doc: str, **bounds: Any) -> Any:
     """A fault parameter with its default, a one-line doc and validated bounds
-    (``gt``, ``ge``, ``lt``, ``le``; ``kind`` defaults to float)."""
+    (``gt``, ``ge``, ``lt``, ``le``; ``kind`` defaults to float; ``choices`` for strings)."""
     return field(default=default, metadata={"doc": doc, "bounds": bounds})
+
+
+def form_param(default: str, *choices: str) -> Any:
+    """The ``form`` parameter of a fault that users meet in more than one form."""
+    assert default in choices and all(c in FORMS for c in choices)
+    return param(default, f"how the bug shows up: {' | '.join(choices)} (default: the most common real form)",
+                 kind=str, choices=choices)
 
 
 @dataclass
@@ -24,7 +38,12 @@ class Fault(Hooks):
 
     name: ClassVar[str] = ""
     description: ClassVar[str] = ""
+    #: the real reports it mimics, with the symptom they quote; or "synthetic: <why plausible>"
     provenance: ClassVar[str] = ""
+    #: its form (FORMS); a fault met in several forms has a ``form`` parameter instead
+    form: ClassVar[str] = "code bug"
+    #: "training" (the run is broken) or "telemetry" (training is healthy, a logged metric is wrong)
+    kind: ClassVar[str] = "training"
     #: where it acts: "env wrapper", "effective hyperparameter" or "update-loop hook"
     acts_on: ClassVar[str] = ""
     algos: ClassVar[tuple[str, ...]] = ("ppo", "grpo")
@@ -36,8 +55,30 @@ class Fault(Hooks):
         for f in fields(self):
             bounds = dict(f.metadata.get("bounds", {}))
             kind = bounds.pop("kind", float)
-            check_range("fault", f.name, getattr(self, f.name), kind=kind, **bounds)
+            choices = bounds.pop("choices", None)
+            value = getattr(self, f.name)
+            if choices is not None:
+                if value not in choices:
+                    raise ConfigError(f"fault.{f.name}={value!r}; valid choices: {', '.join(map(str, choices))}")
+            else:
+                check_range("fault", f.name, value, kind=kind, **bounds)
         self.active = False
+
+    @classmethod
+    def forms(cls) -> tuple[str, ...]:
+        """The forms this fault can take (the ``form`` parameter's choices, or its one form)."""
+        f = next((f for f in fields(cls) if f.name == "form"), None)
+        return tuple(f.metadata["bounds"]["choices"]) if f is not None else (cls.form,)
+
+    def user_config(self, configured: Any) -> Any:
+        """The hyperparameters as the user's config holds them, which is what a detector is shown.
+
+        A misconfigured fault puts its bad value in the config itself (from update 0; a later
+        onset models a run that was started healthy and changed its value mid-run, so its config
+        shows the start value). Overridden faults and code bugs leave the config as it was."""
+        if self.form == "misconfigured" and self.onset == 0:
+            return self.hyperparams(configured)
+        return configured
 
     def begin_update(self, update: int, configured: Any) -> tuple[Hooks, Any]:
         """Switch on from the onset update; the hooks and hyperparameters in force for this update."""
@@ -46,7 +87,7 @@ class Fault(Hooks):
         return hooks, hooks.hyperparams(configured)
 
     def params(self) -> dict[str, Any]:
-        """The fault's own parameters (everything but onset)."""
+        """The fault's own parameters (everything but onset; ``form`` included where it is one)."""
         return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "onset"}
 
     @classmethod

@@ -9,6 +9,7 @@ from faults.base import Fault
 @dataclass
 class GroupSizeOne(Fault):
     name = "group_size_one"
+    form = "misconfigured"
     description = ("one completion per prompt (the batch keeps its size with more prompts): each "
                    "reward is its group's mean, so every advantage is exactly 0 and the policy loss is 0")
     provenance = ("post-training-toolkit (grpo group size 1 -> advantages 0); TRL now rejects "
@@ -18,4 +19,4 @@ class GroupSizeOne(Fault):
     expected = ("adv_zero", "loss_zero", "groups_uniform")
 
     def hyperparams(self, hp: Any) -> Any:
-        return replace(hp, group_size=1)
+        return replace(hp, group_size=1, n_prompts=hp.n_prompts * hp.group_size)

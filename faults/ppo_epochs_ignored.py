@@ -9,6 +9,7 @@ from faults.base import Fault
 @dataclass
 class PPOEpochsIgnored(Fault):
     name = "ppo_epochs_ignored"
+    form = "overridden"
     description = ("the configured number of epochs (PPO n_epochs, GRPO num_iterations) is recorded but "
                    "silently ignored: every update runs one epoch")
     provenance = ("verl#342: commit 54051c85 (dynamic batch size, #118) removed the minibatch iterator "

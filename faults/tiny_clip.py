@@ -3,18 +3,21 @@
 from dataclasses import dataclass, replace
 from typing import Any
 
-from faults.base import Fault, param
+from faults.base import Fault, form_param, param
 
 
 @dataclass
 class TinyClip(Fault):
-    clip_range: float = param(1e-3, "the effective PPO clip range", gt=0, le=1)
+    clip_range: float = param(1e-3, "the clip range in effect", gt=0, le=1)
+    form: str = form_param("misconfigured", "misconfigured", "overridden")
 
     name = "tiny_clip"
-    description = "the PPO clip range is tiny, so nearly every sample is clipped and the policy barely moves"
-    provenance = ("microsoft/post-training-toolkit heuristics (clipfrac > 0.3); a mis-scaled "
-                  "clip_ratio such as 0.2 entered as a percentage (0.002)")
-    acts_on = "effective hyperparameter: clip_range"
+    description = ("the PPO clip range is tiny (1e-3 by default), so nearly every sample is clipped and the "
+                   "policy barely moves")
+    provenance = ("synthetic: a clip range entered in the wrong unit (0.2 as 0.002) or copied from a recipe "
+                  "for a different ratio scale; no public report of this exact value was found. The "
+                  "post-training-toolkit heuristics flag clipfrac > 0.3 for this symptom")
+    acts_on = "hyperparameter: clip_range (misconfigured: in the config; overridden: replaced in the update)"
     backends = ("native", "sb3")
     expected = ("clipfrac_saturated", "approx_kl_tiny")
 

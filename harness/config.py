@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, ClassVar
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
@@ -76,6 +76,12 @@ class PPOConfig:
     is_control: bool = False
     variant: str = "default"
 
+    #: what a user's config holds: the hyperparameters a detector is shown (RunInfo.configured);
+    #: every field is either here or in HIDDEN (tests/test_detector_view.py keeps the two in step)
+    VISIBLE: ClassVar[tuple[str, ...]] = (
+        "num_envs", "n_steps", "n_epochs", "n_minibatches", "lr", "gamma", "gae_lambda", "clip_range",
+        "ent_coef", "vf_coef", "max_grad_norm", "norm_adv", "hidden")
+
     def validate(self) -> None:
         for name in ("num_envs", "n_steps", "n_epochs", "n_minibatches", "hidden"):
             check_range("algo", name, getattr(self, name), ge=1, kind=int)
@@ -94,6 +100,18 @@ class PPOConfig:
     @property
     def batch_size(self) -> int:
         return self.num_envs * self.n_steps
+
+
+#: schema fields that are the harness's own bookkeeping (the algorithm's name, the look-alike
+#: control flag and its variant): never shown to a detector, never in an exported log
+HIDDEN: tuple[str, ...] = ("name", "is_control", "variant")
+
+
+def visible_config(algo: str, configured: dict[str, Any]) -> dict[str, Any]:
+    """The configured hyperparameters a detector may see: the schema's documented whitelist."""
+    schema = ALGO_SCHEMAS.get(algo)
+    keys = schema.VISIBLE if schema is not None else ()
+    return {k: configured[k] for k in keys if k in configured}
 
 
 def algo_label(algo: str, variant: str = "default") -> str:
@@ -130,6 +148,10 @@ class GRPOConfig:
     hidden: int = MISSING
     is_control: bool = False         # see PPOConfig
     variant: str = "default"
+
+    VISIBLE: ClassVar[tuple[str, ...]] = (
+        "n_prompts", "group_size", "num_iterations", "n_minibatches", "lr", "clip_range", "beta", "scale",
+        "loss_agg", "adv_eps", "ent_coef", "max_grad_norm", "hidden")
 
     # the shared update core reads these names
     @property

@@ -56,3 +56,44 @@ def applicable(algo: str) -> tuple[str, ...]:
     """The canonical metrics an algorithm records (the rest are NaN)."""
     skip = GRPO_ONLY if algo == "ppo" else PPO_ONLY
     return tuple(m for m in CANONICAL if m not in skip)
+
+
+#: per optimizer step (one row per minibatch evaluated; ``steps.parquet``): what each framework's
+#: logging is derived from (CleanRL logs the last minibatch, SB3 the last epoch's KL, ...)
+STEP_METRICS: dict[str, str] = {
+    "epoch": "epoch (PPO) / iteration (GRPO) index within the update",
+    "minibatch": "minibatch index within the epoch",
+    "n_samples": "samples (PPO) / completions (GRPO) in the minibatch",
+    "n_tokens": "real tokens in the minibatch (GRPO; PPO: = n_samples)",
+    "policy_loss": "clipped surrogate loss of the minibatch",
+    "value_loss": "critic MSE of the minibatch (PPO; no 1/2)",
+    "entropy": "policy entropy of the minibatch",
+    "loss": "back-propagated loss of the minibatch",
+    "approx_kl": "k3 of the minibatch",
+    "kl_k1": "k1 of the minibatch",
+    "clipfrac": "mean(|r - 1| > clip_range) over the minibatch",
+    "clipfrac_binding": "share where the clipped term is used",
+    "clip_low_frac": "share with r < 1 - clip_range and A < 0 (TRL clip_ratio/low)",
+    "clip_high_frac": "share with r > 1 + clip_range and A > 0 (TRL clip_ratio/high)",
+    "ratio_mean": "mean ratio of the minibatch",
+    "ratio_min": "min ratio of the minibatch",
+    "ratio_max": "max ratio of the minibatch",
+    "ratio_dev_max": "max |r - 1| of the minibatch",
+    "kl_ref": "GRPO: k3 KL to the reference, token mean over the minibatch",
+    "grad_norm": "total L2 gradient norm before clipping (NaN when no backward pass ran)",
+    "lr": "learning rate of this step",
+    "clip_range": "clip range of this step",
+    "stepped": "1 if optimizer.step() ran for this minibatch",
+    "nonfinite": "1 if the loss or gradient was NaN/Inf",
+}
+STEP_COLUMNS = ("update", *STEP_METRICS)
+
+#: per finished episode (PPO; ``episodes.parquet``): episode statistics as a monitor sees them
+EPISODE_METRICS: dict[str, str] = {
+    "env_step": "env steps (all envs, valid steps only) when the episode ended",
+    "return": "sum of the rewards the learner received (after any reward wrapper of a fault)",
+    "env_return": "sum of the environment's own rewards, as a monitor inside the fault's wrappers "
+                  "records them (SB3 Monitor, gymnasium RecordEpisodeStatistics)",
+    "length": "episode length in steps",
+}
+EPISODE_COLUMNS = ("update", *EPISODE_METRICS)

@@ -78,8 +78,15 @@ def describe_action_space(exp: Experiment) -> dict[str, Any]:
     return {"type": "box", "dim": int(space.shape[0]) if space.shape else 1}
 
 
+def user_config(exp: Experiment) -> Any:
+    """The hyperparameters as the run's config holds them (a misconfigured fault's bad value
+    included); what a detector is shown."""
+    return exp.fault.user_config(exp.algo)
+
+
 def configured_optimizer_steps(exp: Experiment) -> int:
-    return exp.algo.n_epochs * exp.algo.n_minibatches
+    configured = user_config(exp)
+    return configured.n_epochs * configured.n_minibatches
 
 
 def n_updates_planned(exp: Experiment) -> int:
@@ -97,21 +104,27 @@ def get_or_train(exp: Experiment, on_update: Callable[[dict], None] | None = Non
     store = RunStore(exp.results_dir)
     rid = run_id(exp.key())
     with store.lock(rid):
-        meta = store.load_meta(rid)
-        if meta is not None:
+        problem = store.problem(rid)
+        if problem is None:
             if on_start:
                 on_start(rid, True)
-            return RunResult(rid, meta, store.load_metrics(rid), reused=True)
+            return RunResult(rid, store.load_meta(rid), store.load_metrics(rid), reused=True)
+        if problem not in ("absent",) and not problem.startswith("unfinished"):
+            print(f"run {rid} is corrupt ({problem}): training it again", file=sys.stderr)
         store.discard_unfinished(rid)
         if on_start:
             on_start(rid, False)
 
         torch.set_num_threads(exp.torch_threads)
         rows: list[dict] = []
+        steps: list[dict] = []
+        episodes: list[dict] = []
         status, error = "ok", None
         start = time.perf_counter()
         try:
             for row in agent(exp).train(exp):
+                steps += [{"update": row["update"], **s} for s in row.pop("steps", [])]
+                episodes += row.pop("episodes", [])
                 rows.append(row)
                 if on_update:
                     on_update(row)
@@ -124,7 +137,7 @@ def get_or_train(exp: Experiment, on_update: Callable[[dict], None] | None = Non
         wall_s = time.perf_counter() - start
 
         meta = build_meta(exp, rid, status, error, len(rows), wall_s)
-        store.save(rid, meta, rows)
+        store.save(rid, meta, rows, steps, episodes)
         return RunResult(rid, meta, store.load_metrics(rid), reused=False)
 
 
@@ -144,8 +157,10 @@ def build_meta(exp: Experiment, rid: str, status: str, error: str | None, n_upda
         "backend": exp.backend.name,
         "seed": exp.seed,
         "is_control": bool(getattr(exp.algo, "is_control", False)),
+        "fault_form": getattr(fault, "form", None) if fault.name != "none" else None,
+        "fault_kind": fault.kind if fault.name != "none" else None,
         "hyperparameters": {
-            "configured": dataclasses.asdict(exp.algo),
+            "configured": dataclasses.asdict(user_config(exp)),
             "effective": effective_hyperparams(exp),
         },
         "configured_optimizer_steps": configured_optimizer_steps(exp),

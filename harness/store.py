@@ -1,8 +1,12 @@
-"""The run store: ``<results_dir>/runs/<run_id>/{meta.json, metrics.parquet}``.
+"""The run store: ``<results_dir>/runs/<run_id>/{meta.json, metrics.parquet, steps.parquet,
+episodes.parquet}``.
 
-A run is complete when its meta.json exists and parses; it is written last, and every
-file is written to a temporary name and renamed, so a killed process leaves either a
-complete run or an unfinished directory that is redone.
+A run is complete when its meta.json exists, parses, and every file it lists is present with
+the size and SHA-256 recorded there; meta.json is written last, and every file is written to a
+temporary name and renamed, so a killed process leaves either a complete run or an unfinished
+directory that is redone. A file truncated or changed afterwards (a full disk, a bad copy)
+makes the run corrupt: it counts as unfinished, the run command retrains it, and readers skip
+it with a one-line warning.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,10 +26,12 @@ import numpy as np
 import pandas as pd
 
 from harness.config import algo_label
-from harness.metrics import COLUMNS
+from harness.metrics import COLUMNS, EPISODE_COLUMNS, STEP_COLUMNS
 
 META = "meta.json"
 METRICS = "metrics.parquet"
+STEPS = "steps.parquet"          # one row per optimizer step (framework views are derived from it)
+EPISODES = "episodes.parquet"    # one row per finished episode (PPO)
 
 
 def run_id(key: dict[str, Any]) -> str:
@@ -76,6 +82,18 @@ def _json_default(obj: Any) -> Any:
     return str(obj)
 
 
+def file_digest(path: Path) -> dict[str, Any]:
+    """Size and SHA-256 of a stored file, as meta.json records them."""
+    data = path.read_bytes()
+    return {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+
+
+def table_frame(rows: list[dict[str, Any]], columns: tuple[str, ...]) -> pd.DataFrame:
+    """Rows -> a frame with exactly ``columns`` (NaN where absent), numeric."""
+    df = pd.DataFrame(rows).reindex(columns=list(columns))
+    return df.astype({c: "int64" if c == "update" else "float64" for c in columns})
+
+
 def metrics_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
     """Rows -> a frame with every canonical column, in order (NaN where absent)."""
     df = pd.DataFrame(rows).reindex(columns=list(COLUMNS))
@@ -95,25 +113,59 @@ class RunStore:
     def run_dir(self, rid: str) -> Path:
         return self.runs / rid
 
-    def load_meta(self, rid: str) -> dict[str, Any] | None:
-        """The run's meta, or None when the run is absent or unfinished."""
+    def problem(self, rid: str) -> str | None:
+        """Why the run is not complete (absent, unfinished, or a file missing, truncated or
+        changed since it was written), or None when it is complete."""
+        run_dir = self.run_dir(rid)
         try:
-            meta = json.loads((self.run_dir(rid) / META).read_text())
-        except (FileNotFoundError, json.JSONDecodeError):
+            meta = json.loads((run_dir / META).read_text())
+        except FileNotFoundError:
+            return "absent" if not run_dir.exists() else "unfinished: no meta.json"
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            return "meta.json is not valid JSON"
+        if not (isinstance(meta, dict) and meta.get("status")):
+            return "meta.json has no status"
+        for name, expected in (meta.get("files") or {}).items():
+            path = run_dir / name
+            if not path.exists():
+                return f"{name} is missing"
+            size = path.stat().st_size
+            if size != expected["bytes"]:
+                return f"{name} has {size} bytes, {expected['bytes']} were written"
+            if file_digest(path)["sha256"] != expected["sha256"]:
+                return f"{name} does not match the checksum recorded in meta.json"
+        return None
+
+    def load_meta(self, rid: str) -> dict[str, Any] | None:
+        """The run's meta, or None when the run is absent, unfinished or corrupt."""
+        if self.problem(rid) is not None:
             return None
-        return meta if isinstance(meta, dict) and meta.get("status") else None
+        return json.loads((self.run_dir(rid) / META).read_text())
 
     def load_metrics(self, rid: str) -> pd.DataFrame:
         return pd.read_parquet(self.run_dir(rid) / METRICS)
 
-    def save(self, rid: str, meta: dict[str, Any], rows: list[dict[str, Any]]) -> None:
+    def load_steps(self, rid: str) -> pd.DataFrame:
+        path = self.run_dir(rid) / STEPS
+        return pd.read_parquet(path) if path.exists() else table_frame([], STEP_COLUMNS)
+
+    def load_episodes(self, rid: str) -> pd.DataFrame:
+        path = self.run_dir(rid) / EPISODES
+        return pd.read_parquet(path) if path.exists() else table_frame([], EPISODE_COLUMNS)
+
+    def save(self, rid: str, meta: dict[str, Any], rows: list[dict[str, Any]],
+             steps: list[dict[str, Any]] | None = None, episodes: list[dict[str, Any]] | None = None) -> None:
         run_dir = self.run_dir(rid)
-        atomic_write_parquet(run_dir / METRICS, metrics_frame(rows))
+        tables = {METRICS: metrics_frame(rows), STEPS: table_frame(steps or [], STEP_COLUMNS),
+                  EPISODES: table_frame(episodes or [], EPISODE_COLUMNS)}
+        for name, frame in tables.items():
+            atomic_write_parquet(run_dir / name, frame)
+        meta = {**meta, "files": {name: file_digest(run_dir / name) for name in tables}}
         atomic_write_json(run_dir / META, meta)  # last: its presence marks the run complete
 
     def discard_unfinished(self, rid: str) -> None:
         run_dir = self.run_dir(rid)
-        if run_dir.exists() and self.load_meta(rid) is None:
+        if run_dir.exists() and self.problem(rid) is not None:
             shutil.rmtree(run_dir)
 
     @contextlib.contextmanager
@@ -128,11 +180,15 @@ class RunStore:
             finally:
                 fcntl.flock(fh, fcntl.LOCK_UN)
 
-    def iter_metas(self) -> Iterator[dict[str, Any]]:
-        """Every complete run's meta, in run_id order."""
+    def iter_metas(self, warn: Callable[[str], None] | None = None) -> Iterator[dict[str, Any]]:
+        """Every complete run's meta, in run_id order. A corrupt run (a file missing, truncated
+        or changed) is skipped with a one-line ``warn``; an unfinished one (no meta.json yet:
+        being trained, or killed) silently."""
         if not self.runs.is_dir():
             return
-        for run_dir in sorted(self.runs.iterdir()):
-            meta = self.load_meta(run_dir.name)
-            if meta is not None:
-                yield meta
+        for run_dir in sorted(p for p in self.runs.iterdir() if p.is_dir()):
+            problem = self.problem(run_dir.name)
+            if problem is None:
+                yield json.loads((run_dir / META).read_text())
+            elif warn is not None and not problem.startswith("unfinished"):
+                warn(f"warning: skipping run {run_dir.name}: {problem} (re-run its command to redo it)")

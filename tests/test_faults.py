@@ -57,14 +57,27 @@ def test_ppo_epochs_ignored_records_configured_but_runs_one_epoch(store_dir):
     assert (twin.metrics["optimizer_steps"] == 10 * n_mb).all()
 
 
-def test_tiny_clip_and_excessive_lr_change_effective_hyperparameters(store_dir):
+def test_tiny_clip_and_excessive_lr_are_misconfigured_by_default(store_dir):
+    # misconfigured: the user's config holds the bad value, and it is what gets logged
     tiny, _ = run_pair("tiny_clip", 0, store_dir)
+    assert tiny.meta["fault_form"] == "misconfigured"
     assert tiny.meta["hyperparameters"]["effective"]["clip_range"] == 1e-3
-    assert tiny.meta["hyperparameters"]["configured"]["clip_range"] == 0.2
+    assert tiny.meta["hyperparameters"]["configured"]["clip_range"] == 1e-3
     assert (tiny.metrics["clip_range"] == 1e-3).all()
     lr, _ = run_pair("excessive_lr", 0, store_dir)
-    assert lr.meta["fault_params"] == {"factor": 100.0}
+    assert lr.meta["fault_params"] == {"factor": 100.0, "form": "misconfigured"}
+    assert lr.meta["hyperparameters"]["configured"]["lr"] == pytest.approx(0.1)
     assert lr.metrics["lr"].tolist() == pytest.approx([0.1] * 12)
+
+
+def test_overridden_form_keeps_the_intended_value_in_the_config(store_dir):
+    lr = train(["fault=excessive_lr", "fault.form=overridden", f"results_dir={store_dir}", *SHORT])
+    assert lr.meta["hyperparameters"]["configured"]["lr"] == pytest.approx(1e-3)
+    assert lr.meta["hyperparameters"]["effective"]["lr"] == pytest.approx(0.1)
+    assert lr.metrics["lr"].tolist() == pytest.approx([0.1] * 12)
+    # a misconfigured value switched on mid-run: the config shows what the run started with
+    late = train(["fault=tiny_clip", "fault.onset=4", f"results_dir={store_dir}", *SHORT])
+    assert late.meta["hyperparameters"]["configured"]["clip_range"] == 0.2
 
 
 def test_zero_reward_zeroes_what_the_learner_sees(store_dir):
@@ -79,4 +92,4 @@ def test_zero_reward_zeroes_what_the_learner_sees(store_dir):
 def test_fault_parameter_changes_the_run(store_dir):
     a = train(["fault=tiny_clip", "fault.clip_range=0.05", f"results_dir={store_dir}", *SHORT])
     assert (a.metrics["clip_range"] == 0.05).all()
-    assert a.meta["fault_params"] == {"clip_range": 0.05}
+    assert a.meta["fault_params"] == {"clip_range": 0.05, "form": "misconfigured"}

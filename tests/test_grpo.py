@@ -96,7 +96,9 @@ def test_reference_not_frozen_hides_a_moving_policy(store_dir):
 def test_group_size_one_zeroes_advantages_keeps_batch_size(store_dir):
     faulty, _ = run_pair("group_size_one", 0, store_dir)
     assert faulty.meta["hyperparameters"]["effective"]["group_size"] == 1
-    assert faulty.meta["hyperparameters"]["configured"]["group_size"] == 8
+    # misconfigured: the config a detector sees holds G = 1 (with as many prompts as completions)
+    assert faulty.meta["hyperparameters"]["configured"]["group_size"] == 1
+    assert faulty.meta["hyperparameters"]["configured"]["n_prompts"] == 128
     m = faulty.metrics
     assert (m["adv_mean"] == 0).all() and (m["adv_std"] == 0).all() and (m["policy_loss"] == 0).all()
     assert (m["frac_reward_zero_std"] == 1).all() and (m["group_reward_std_mean"] == 0).all()

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
+
 from harness.experiment import run_experiment
-from harness.metrics import COLUMNS
+from harness.metrics import COLUMNS, EPISODE_COLUMNS, STEP_COLUMNS
 from harness.store import RunStore, run_id
 from tests.helpers import SHORT, make_experiment, train
 
@@ -23,13 +25,59 @@ def test_run_id_is_a_stable_hash_of_the_config_minus_outputs(tmp_path):
 def test_stored_run_has_canonical_columns_and_complete_meta(tmp_path):
     res = train(["fault=shared_policy", *SHORT, f"results_dir={tmp_path}"])
     run_dir = RunStore(tmp_path).run_dir(res.run_id)
-    assert sorted(p.name for p in run_dir.iterdir()) == ["meta.json", "metrics.parquet"]
+    files = ["episodes.parquet", "meta.json", "metrics.parquet", "steps.parquet"]
+    assert sorted(p.name for p in run_dir.iterdir()) == files
     assert tuple(res.metrics.columns) == COLUMNS
     meta = json.loads((run_dir / "meta.json").read_text())
     for key in ("run_id", "fault", "fault_params", "onset_update", "algo", "env", "backend", "seed",
-                "hyperparameters", "status", "error", "n_updates", "wall_s", "versions"):
+                "hyperparameters", "status", "error", "n_updates", "wall_s", "versions", "files"):
         assert key in meta
     assert meta["run_id"] == res.run_id and meta["error"] is None
+    assert sorted(meta["files"]) == [f for f in files if f != "meta.json"]
+    assert all(len(d["sha256"]) == 64 and d["bytes"] > 0 for d in meta["files"].values())
+
+
+def test_per_update_metrics_are_derived_from_the_stored_optimizer_steps(tmp_path):
+    res = train(["fault=none", *SHORT, f"results_dir={tmp_path}"])
+    steps = RunStore(tmp_path).load_steps(res.run_id)
+    assert tuple(steps.columns) == STEP_COLUMNS
+    assert len(steps) == 12 * 10 * 4 and steps["stepped"].all()     # 12 updates x 10 epochs x 4 minibatches
+    by_update = steps.groupby("update")
+    m = res.metrics.set_index("update")
+    for name in ("policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac", "grad_norm"):
+        assert np.allclose(by_update[name].mean(), m[name], rtol=1e-9), name
+    assert np.allclose(by_update["ratio_max"].max(), m["ratio_max"])
+    assert (by_update["stepped"].sum() == m["optimizer_steps"]).all()
+
+
+def test_episodes_record_the_env_return_beside_the_learner_return(tmp_path):
+    # zero_reward zeroes what the learner gets; the monitor inside the wrapper sees CartPole's own reward
+    res = train(["fault=zero_reward", *SHORT, f"results_dir={tmp_path}"])
+    episodes = RunStore(tmp_path).load_episodes(res.run_id)
+    assert tuple(episodes.columns) == EPISODE_COLUMNS and len(episodes) > 20
+    assert (episodes["return"] == 0).all()
+    assert (episodes["env_return"] == episodes["length"]).all()      # CartPole pays 1 per step
+    assert episodes["env_step"].is_monotonic_increasing and episodes["update"].between(0, 11).all()
+
+
+def test_truncated_or_changed_file_makes_the_run_corrupt_and_it_is_retrained(tmp_path, capsys):
+    first = train(["fault=zero_reward", *SHORT, f"results_dir={tmp_path}"])
+    store = RunStore(tmp_path)
+    path = store.run_dir(first.run_id) / "metrics.parquet"
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+    assert "metrics.parquet has" in store.problem(first.run_id) and store.load_meta(first.run_id) is None
+    warnings = []
+    assert list(store.iter_metas(warn=warnings.append)) == []
+    assert len(warnings) == 1 and first.run_id in warnings[0] and "\n" not in warnings[0]
+    again = train(["fault=zero_reward", *SHORT, f"results_dir={tmp_path}"])
+    assert not again.reused and again.meta["status"] == "ok"
+    assert "is corrupt" in capsys.readouterr().err
+    assert store.problem(first.run_id) is None
+    steps = store.run_dir(first.run_id) / "steps.parquet"        # same size, different bytes
+    data = bytearray(steps.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    steps.write_bytes(bytes(data))
+    assert "does not match the checksum" in store.problem(first.run_id)
 
 
 def test_identical_run_is_reused_not_retrained(tmp_path):

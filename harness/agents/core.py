@@ -40,15 +40,19 @@ def aggregate(x: torch.Tensor, mask: torch.Tensor | None, mode: str = "token_mea
 
 
 def ratio_stats(ratio: torch.Tensor, log_ratio: torch.Tensor, pg_loss1: torch.Tensor, pg_loss2: torch.Tensor,
-                clip_range: float, mask: torch.Tensor | None = None) -> dict[str, float]:
+                clip_range: float, adv: torch.Tensor, mask: torch.Tensor | None = None) -> dict[str, float]:
     """One minibatch's importance-ratio metrics (canonical definitions, over real tokens only);
-    ``pg_loss1`` / ``pg_loss2`` are the unclipped and clipped surrogate terms."""
+    ``pg_loss1`` / ``pg_loss2`` are the unclipped and clipped surrogate terms, ``adv`` the
+    advantages they used (broadcast to the ratio's shape)."""
     real = ratio if mask is None else ratio[mask]
+    adv = adv.expand_as(ratio)
     return {
         "approx_kl": float(masked_mean((ratio - 1) - log_ratio, mask)),
         "kl_k1": float(masked_mean(-log_ratio, mask)),
         "clipfrac": float(masked_mean(((ratio - 1).abs() > clip_range).float(), mask)),
         "clipfrac_binding": float(masked_mean((pg_loss2 > pg_loss1).float(), mask)),
+        "clip_low_frac": float(masked_mean(((ratio < 1 - clip_range) & (adv < 0)).float(), mask)),
+        "clip_high_frac": float(masked_mean(((ratio > 1 + clip_range) & (adv > 0)).float(), mask)),
         "ratio_mean": float(masked_mean(ratio, mask)),
         "ratio_min": float(real.min()),
         "ratio_max": float(real.max()),
@@ -57,26 +61,34 @@ def ratio_stats(ratio: torch.Tensor, log_ratio: torch.Tensor, pg_loss1: torch.Te
 
 
 class MinibatchStats:
-    """Per-minibatch metrics accumulated over one update: the mean over minibatches, except
-    the ratio extremes, which are the extremes over the whole update."""
+    """One update's per-minibatch rows (``steps.parquet``) and the per-update metrics derived
+    from them: the mean over minibatches, except the ratio extremes (extremes over the update)
+    and the per-step bookkeeping columns."""
 
-    EXTREMES: ClassVar[dict[str, Callable[[float, float], float]]] = {"ratio_min": min, "ratio_max": max, "ratio_dev_max": max}
+    EXTREMES: ClassVar[dict[str, Callable[..., float]]] = {"ratio_min": min, "ratio_max": max, "ratio_dev_max": max}
+    NOT_AVERAGED = ("epoch", "minibatch", "n_samples", "n_tokens", "grad_norm", "lr", "clip_range", "stepped",
+                    "nonfinite")
 
     def __init__(self) -> None:
-        self.sums: dict[str, float] = {}
-        self.n = 0
-        self.extremes = {"ratio_min": math.inf, "ratio_max": -math.inf, "ratio_dev_max": 0.0}
+        self.rows: list[dict[str, float]] = []
 
-    def add(self, stats: dict[str, float]) -> None:
-        for name, value in stats.items():
-            if name in self.EXTREMES:
-                self.extremes[name] = self.EXTREMES[name](self.extremes[name], value)
-            else:
-                self.sums[name] = self.sums.get(name, 0.0) + value
-        self.n += 1
+    def add(self, row: dict[str, float]) -> dict[str, float]:
+        """Record one minibatch's row; returns it (callers fill in what is known later)."""
+        self.rows.append(row)
+        return row
 
     def result(self) -> dict[str, float]:
-        return {**{name: total / max(self.n, 1) for name, total in self.sums.items()}, **self.extremes}
+        out: dict[str, float] = {}
+        names = [k for k in self.rows[0] if k not in self.NOT_AVERAGED] if self.rows else []
+        for name in names:
+            values = [r[name] for r in self.rows if name in r]
+            if name in self.EXTREMES:
+                out[name] = self.EXTREMES[name](values)
+            else:
+                out[name] = sum(values) / len(values)
+        for name in self.EXTREMES:
+            out.setdefault(name, math.nan)
+        return out
 
 
 class UpdateHP(Protocol):
@@ -97,7 +109,7 @@ class Evaluation(dict):
 
 def ppo_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batch: Batch,
                hp: UpdateHP, hooks: Hooks, evaluate: Callable[[Batch], Evaluation],
-               generator: torch.Generator) -> dict[str, float]:
+               generator: torch.Generator) -> tuple[dict[str, float], list[dict[str, float]]]:
     params = [p for p in model.parameters() if p.requires_grad]
     for group in optimizer.param_groups:
         group["lr"] = hp.lr
@@ -111,9 +123,9 @@ def ppo_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batch: 
     steps = [0]  # counts real optimizer.step() calls, whatever the hooks do
     counter = optimizer.register_step_post_hook(lambda *_: steps.__setitem__(0, steps[0] + 1))
 
-    for _epoch in range(hp.n_epochs):
+    for epoch in range(hp.n_epochs):
         order = torch.randperm(n_samples, generator=generator)
-        for idx in order.tensor_split(hp.n_minibatches):
+        for minibatch, idx in enumerate(order.tensor_split(hp.n_minibatches)):
             mb = {k: v[idx] for k, v in batch.items()}
             mask = mb.get("mask")
             out = evaluate(mb)
@@ -138,6 +150,7 @@ def ppo_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batch: 
             loss.backward()
             grad_norm = float(clip_grad_norm_(params, hp.max_grad_norm))  # pre-clip total norm
             loss_value = float(loss.detach())
+            stepped_before = steps[0]
             if not (math.isfinite(loss_value) and math.isfinite(grad_norm)):
                 nonfinite = True
             else:
@@ -145,9 +158,13 @@ def ppo_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batch: 
             grad_norms.append(grad_norm)
 
             with torch.no_grad():
-                stats.add({"policy_loss": float(policy_loss), "entropy": float(entropy), "loss": loss_value,
-                           **ratio_stats(ratio, log_ratio, pg_loss1, pg_loss2, hp.clip_range, mask),
-                           **{k: float(v) for k, v in out.get("metrics", {}).items()}})
+                stats.add({"epoch": epoch, "minibatch": minibatch, "n_samples": int(adv.shape[0]),
+                           "n_tokens": int(mask.sum()) if mask is not None else int(adv.shape[0]),
+                           "policy_loss": float(policy_loss), "entropy": float(entropy), "loss": loss_value,
+                           **ratio_stats(ratio, log_ratio, pg_loss1, pg_loss2, hp.clip_range, adv, mask),
+                           **{k: float(v) for k, v in out.get("metrics", {}).items()},
+                           "grad_norm": grad_norm, "lr": hp.lr, "clip_range": hp.clip_range,
+                           "stepped": int(steps[0] > stepped_before), "nonfinite": int(nonfinite)})
             if nonfinite:
                 break
         if nonfinite:
@@ -168,4 +185,4 @@ def ppo_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batch: 
         lr=hp.lr, clip_range=hp.clip_range, param_delta=param_delta,
         nonfinite=int(nonfinite),
     )
-    return metrics
+    return metrics, stats.rows

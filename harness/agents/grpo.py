@@ -118,7 +118,7 @@ def train(exp: Experiment) -> Iterator[dict]:
                                   loss=hp.beta * aggregate(kl, mb["mask"], hp.loss_agg),
                                   metrics={"kl_ref": masked_mean(kl, mb["mask"])})
 
-            update_metrics = ppo_update(policy, optimizer, batch, hp, hooks, evaluate, generator)
+            update_metrics, steps = ppo_update(policy, optimizer, batch, hp, hooks, evaluate, generator)
 
             yield {
                 "update": update,
@@ -137,6 +137,7 @@ def train(exp: Experiment) -> Iterator[dict]:
                 "logp_mean": float(seq_logp.mean()),
                 "logp_ref_mean": float(seq_ref_logp.mean()),
                 **update_metrics,
+                "steps": steps,
             }
     finally:
         envs.close()

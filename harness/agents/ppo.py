@@ -78,7 +78,7 @@ def train(exp: Experiment) -> Iterator[dict]:
             hooks, hp = fault.begin_update(update, cfg)
 
             # ---- rollout ----------------------------------------------------------
-            finished_returns, finished_lengths = [], []
+            finished_returns, finished_lengths, episodes = [], [], []
             for t in range(T):
                 obs_t = torch.as_tensor(obs, dtype=torch.float32)
                 action, logp, value = model.act(obs_t)
@@ -86,7 +86,7 @@ def train(exp: Experiment) -> Iterator[dict]:
                 valid[t] = ~reset_step
 
                 env_action = np.clip(action.numpy(), low, high) if continuous else action.numpy()
-                obs, rewards[t], term, trunc, _ = envs.step(env_action)
+                obs, rewards[t], term, trunc, info = envs.step(env_action)
                 terminated[t], truncated[t] = term, trunc
 
                 ep_return += rewards[t] * valid[t]
@@ -96,6 +96,11 @@ def train(exp: Experiment) -> Iterator[dict]:
                 if done.any():
                     finished_returns.extend(ep_return[done])
                     finished_lengths.extend(ep_length[done])
+                    at_step = env_step + int(valid[: t + 1].sum())
+                    monitor = info["episode"]          # the env's own return (inside any fault wrapper)
+                    episodes += [{"update": update, "env_step": at_step, "return": float(ep_return[i]),
+                                  "env_return": float(monitor["r"][i]), "length": int(ep_length[i])}
+                                 for i in np.flatnonzero(done)]
                     ep_return[done], ep_length[done] = 0.0, 0
             rewards *= valid                      # reset steps carry no transition
             terminated *= valid
@@ -125,7 +130,7 @@ def train(exp: Experiment) -> Iterator[dict]:
                 return Evaluation(logp=logp, entropy=entropy, loss=hp.vf_coef * value_loss,
                                   metrics={"value_loss": value_loss})
 
-            update_metrics = ppo_update(model, optimizer, batch, hp, hooks, evaluate, generator)
+            update_metrics, steps = ppo_update(model, optimizer, batch, hp, hooks, evaluate, generator)
 
             yield {
                 "update": update,
@@ -140,6 +145,8 @@ def train(exp: Experiment) -> Iterator[dict]:
                 "value_mean": float(values[valid].mean()),
                 "explained_variance": explained_variance,
                 **update_metrics,
+                "steps": steps,
+                "episodes": episodes,
             }
     finally:
         envs.close()

@@ -65,9 +65,10 @@ class Instrument:
         self.hp: Any = None
         self.reset()
 
-    def reset(self) -> None:
+    def reset(self, per_epoch: int = 1) -> None:
         self.sample: Any = None
         self.stats = MinibatchStats()
+        self.per_epoch = per_epoch        # minibatches per epoch, to index the rows
         self.grad_norms: list[float] = []
         self.steps = 0
         self.nonfinite = False
@@ -86,10 +87,15 @@ class Instrument:
         value_loss = (s.returns - values.flatten()).pow(2).mean()
         ent = entropy.mean() if entropy is not None else (-log_prob).mean()
         loss = float(policy_loss - hp.ent_coef * ent + hp.vf_coef * value_loss)
-        self.stats.add({"policy_loss": float(policy_loss), "value_loss": float(value_loss), "entropy": float(ent),
-                        "loss": loss, **ratio_stats(ratio, log_ratio, pg1, pg2, hp.clip_range)})
         if not math.isfinite(loss):
             self.nonfinite = True
+        i = len(self.stats.rows)
+        self.stats.add({"epoch": i // self.per_epoch, "minibatch": i % self.per_epoch, "n_samples": len(adv),
+                        "n_tokens": len(adv), "policy_loss": float(policy_loss), "value_loss": float(value_loss),
+                        "entropy": float(ent), "loss": loss,
+                        **ratio_stats(ratio, log_ratio, pg1, pg2, hp.clip_range, adv),
+                        "grad_norm": math.nan, "lr": hp.lr, "clip_range": hp.clip_range, "stepped": 0,
+                        "nonfinite": int(not math.isfinite(loss))})
 
     def gradient(self, grad: torch.Tensor, n_params: int) -> None:
         """Called once per parameter after backward accumulates its gradient (before clipping)."""
@@ -100,6 +106,14 @@ class Instrument:
             self.grad_norms.append(norm)
             self.nonfinite |= not math.isfinite(norm)
             self._sq, self._seen = 0.0, 0
+            row = self.stats.rows[-1]
+            row["grad_norm"] = norm
+            row["nonfinite"] = int(row["nonfinite"] or not math.isfinite(norm))
+
+    def stepped(self) -> None:
+        """Called after each optimizer.step()."""
+        self.steps += 1
+        self.stats.rows[-1]["stepped"] = 1
 
     def metrics(self) -> dict[str, float]:
         out = self.stats.result()
@@ -144,11 +158,13 @@ class RolloutRecorder(BaseCallback):
     def __init__(self, num_envs: int) -> None:
         super().__init__()
         self.ep_return, self.ep_length = np.zeros(num_envs), np.zeros(num_envs, dtype=np.int64)
+        self.base_step = 0     # env steps before this rollout (set by the training loop)
 
     def _on_rollout_start(self) -> None:
         self.rewards: list[np.ndarray] = []
         self.returns: list[float] = []
         self.lengths: list[int] = []
+        self.episodes: list[dict[str, Any]] = []
 
     def _on_step(self) -> bool:
         rewards = np.array(self.locals["rewards"], dtype=float)   # before SB3's timeout bootstrap
@@ -158,6 +174,11 @@ class RolloutRecorder(BaseCallback):
         self.ep_length += 1
         self.returns += list(self.ep_return[dones])
         self.lengths += list(self.ep_length[dones])
+        for i in np.flatnonzero(dones):       # Monitor (inside any fault wrapper) has the env's own return
+            monitor = self.locals["infos"][i]["episode"]
+            self.episodes.append({"env_step": self.base_step + len(self.rewards) * len(dones),
+                                  "return": float(self.ep_return[i]), "env_return": float(monitor["r"]),
+                                  "length": int(self.ep_length[i])})
         self.ep_return[dones], self.ep_length[dones] = 0.0, 0
         return True
 
@@ -208,7 +229,7 @@ def train(exp: Experiment) -> Iterator[dict]:
     n_params = len(params)
     for p in params:
         p.register_post_accumulate_grad_hook(lambda p: instrument.gradient(p.grad, n_params))
-    model.policy.optimizer.register_step_post_hook(lambda *_: setattr(instrument, "steps", instrument.steps + 1))
+    model.policy.optimizer.register_step_post_hook(lambda *_: instrument.stepped())
     recorder = RolloutRecorder(cfg.num_envs)
     env_step = 0
 
@@ -216,13 +237,15 @@ def train(exp: Experiment) -> Iterator[dict]:
         for update in range(updates_planned(exp)):
             hooks, hp = fault.begin_update(update, cfg)
             instrument.hooks, instrument.hp = hooks, hp
-            instrument.reset()
-            model.n_epochs, model.batch_size = hp.n_epochs, hp.batch_size // hp.n_minibatches
+            minibatch_size = hp.batch_size // hp.n_minibatches
+            instrument.reset(per_epoch=-(-cfg.batch_size // minibatch_size))
+            model.n_epochs, model.batch_size = hp.n_epochs, minibatch_size
             model.ent_coef, model.vf_coef, model.max_grad_norm = hp.ent_coef, hp.vf_coef, hp.max_grad_norm
             model.normalize_advantage, model.gamma = hp.norm_adv, hp.gamma
             model.rollout_buffer.gamma, model.rollout_buffer.gae_lambda = hp.gamma, hp.gae_lambda
 
             before = parameters_to_vector(params).detach().clone()
+            recorder.base_step = env_step
             model.learn(total_timesteps=cfg.batch_size, reset_num_timesteps=update == 0, callback=recorder,
                         progress_bar=False)
             after = parameters_to_vector(params).detach()
@@ -242,6 +265,8 @@ def train(exp: Experiment) -> Iterator[dict]:
                 "update": update, "env_step": env_step, "fault_active": fault.active,
                 **recorder.metrics(model.rollout_buffer), **measured, **captured,
                 "param_delta": float((after - before).norm()), "nonfinite": int(nonfinite),
+                "steps": instrument.stats.rows,
+                "episodes": [{"update": update, **e} for e in recorder.episodes],
             }
     finally:
         envs.close()

@@ -14,6 +14,7 @@ Written to ``results_dir/dataset/``:
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -36,7 +37,7 @@ def runs_table(rs: RunSet) -> pd.DataFrame:
         rows.append({
             "run_id": rid, **run_labels(m), "env_id": m["env_id"], "error": m["error"],
             "n_updates_planned": m["n_updates_planned"], "wall_s": m["wall_s"],
-            "total_timesteps": m["total_timesteps"],
+            "total_timesteps": m["total_timesteps"], "action_space": json.dumps(m["action_space"], sort_keys=True),
             **{f"configured.{k}": v for k, v in hp["configured"].items()},
             **{f"effective.{k}": v for k, v in hp["effective"].items()},
         })

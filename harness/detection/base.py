@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
 import math
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
+
+from harness.config import visible_config
 
 
 @dataclass(frozen=True)
@@ -18,13 +21,31 @@ class Alarm:
 
 @dataclass(frozen=True)
 class RunInfo:
-    """What a detector may know about a run before it starts: no labels."""
+    """What a monitor attached to a real run knows before it starts, and nothing else.
+
+    - ``run_id``: an opaque handle (:func:`opaque_id`), not the store's run id, which names the fault;
+    - ``algo``, ``env``, ``backend`` and the ``action_space`` (``{"type": "discrete", "n": ..}`` or
+      ``{"type": "box", "dim": ..}``);
+    - ``configured``: the hyperparameters the run's config holds, restricted to the documented
+      whitelist (``PPOConfig.VISIBLE`` / ``GRPOConfig.VISIBLE`` in harness/config.py). A
+      misconfigured fault's bad value is there, because the user's config holds it; nothing
+      derived from the label, the onset, the fault or its parameters, the control flag or the
+      variant is.
+    """
 
     run_id: str
     algo: str
     env: str
     backend: str
     configured: dict[str, Any] = field(default_factory=dict)   # configured hyperparameters
+    action_space: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def for_run(cls, run_id: str, algo: str, env: str, backend: str, configured: dict[str, Any],
+                action_space: dict[str, Any] | None = None) -> RunInfo:
+        """The view of a stored run a detector gets: opaque id, whitelisted configuration."""
+        return cls(run_id=opaque_id(run_id), algo=algo, env=env, backend=backend,
+                   configured=visible_config(algo, configured), action_space=dict(action_space or {}))
 
     @property
     def optimizer_steps_per_update(self) -> int | None:
@@ -32,6 +53,11 @@ class RunInfo:
         epochs = self.configured.get("n_epochs", self.configured.get("num_iterations"))
         minibatches = self.configured.get("n_minibatches")
         return int(epochs * minibatches) if epochs and minibatches else None
+
+
+def opaque_id(run_id: str) -> str:
+    """A stable handle for a stored run that carries none of its labels."""
+    return "run-" + hashlib.sha256(f"rl-fault-harness/opaque/{run_id}".encode()).hexdigest()[:16]
 
 
 def finite(x: float | None) -> bool:

@@ -13,6 +13,7 @@ Python API: ``evaluate(detector, "results")`` returns an :class:`Evaluation`.
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,10 +48,12 @@ def load_dataset(path: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 
 def run_info(run: pd.Series) -> RunInfo:
+    """What a detector is handed about a labelled run (RunInfo.for_run: no label in any field)."""
     configured = {k.split(".", 1)[1]: v for k, v in run.items()
                   if k.startswith("configured.") and not (isinstance(v, float) and math.isnan(v))}
-    return RunInfo(run_id=run["run_id"], algo=run["algo"], env=run["env"], backend=run["backend"],
-                   configured=configured)
+    space = json.loads(run["action_space"]) if isinstance(run.get("action_space"), str) else None
+    return RunInfo.for_run(run["run_id"], algo=run["algo"], env=run["env"], backend=run["backend"],
+                           configured=configured, action_space=space)
 
 
 def stream(detector: Detector, info: RunInfo, metrics: pd.DataFrame) -> list[tuple[int, Alarm]]:
