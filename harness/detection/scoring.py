@@ -32,7 +32,7 @@ from harness.store import atomic_write_bytes, atomic_write_parquet
 NO_ALARM = "(no alarm)"
 #: the columns of the score table, as printed and reported
 SCORE_COLUMNS = ["group", "setup", "n", "recall", "correct_cause", "false_alarm_rate", "before_onset",
-                 "delay_median", "delay_p90"]
+                 "delay_median", "delay_p90", "delay_right_median"]
 UNNAMED = "(unnamed)"
 
 
@@ -74,6 +74,7 @@ def outcome(run: pd.Series, alarms: list[tuple[int, Alarm]]) -> dict[str, Any]:
     onset = int(run["onset"]) if run["fault"] != "none" else 0
     after = [(u, a) for u, a in alarms if u >= onset]
     named = max(after, key=lambda ua: (ua[1].score, -ua[0]))[1] if after else None
+    right = [u for u, a in after if a.fault is not None and a.fault == run["fault"]]
     return {
         "run_id": run["run_id"], "fault": run["fault"], "is_control": bool(run["is_control"]),
         "setup": setup_of(run), "seed": run["seed"], "onset": onset, "status": run["status"],
@@ -81,6 +82,7 @@ def outcome(run: pd.Series, alarms: list[tuple[int, Alarm]]) -> dict[str, Any]:
         "alarmed_before_onset": any(u < onset for u, _ in alarms),
         "first_alarm_update": alarms[0][0] if alarms else None,
         "delay": (after[0][0] - onset) if after else None,
+        "delay_right": (right[0] - onset) if right else None,
         "named_fault": (named.fault or UNNAMED) if named else NO_ALARM,
         "named_symptom": named.symptom if named else None,
         "symptoms": sorted({a.symptom for _, a in alarms}),
@@ -129,17 +131,19 @@ def _score_rows(out: pd.DataFrame) -> list[dict[str, Any]]:
 
 def _faulty_row(fault: str, setup: str, g: pd.DataFrame) -> dict[str, Any]:
     delays = g["delay"].dropna().astype(float)
+    right = g["delay_right"].dropna().astype(float)
     return {"group": fault, "setup": setup, "n": len(g), "recall": share(g["alarmed_after_onset"]),
             "correct_cause": share(g["named_fault"] == g["fault"]),
             "before_onset": share(g["alarmed_before_onset"]), "false_alarm_rate": math.nan,
             "delay_median": float(delays.median()) if len(delays) else math.nan,
-            "delay_p90": float(np.percentile(delays, 90)) if len(delays) else math.nan}
+            "delay_p90": float(np.percentile(delays, 90)) if len(delays) else math.nan,
+            "delay_right_median": float(right.median()) if len(right) else math.nan}
 
 
 def _healthy_row(label: str, setup: str, g: pd.DataFrame) -> dict[str, Any]:
     return {"group": label, "setup": setup, "n": len(g), "recall": math.nan, "correct_cause": math.nan,
             "before_onset": math.nan, "false_alarm_rate": share(g["alarmed"]),
-            "delay_median": math.nan, "delay_p90": math.nan}
+            "delay_median": math.nan, "delay_p90": math.nan, "delay_right_median": math.nan}
 
 
 def evaluate(detector: Detector, dataset: str | Path | tuple[pd.DataFrame, pd.DataFrame] = "results",
@@ -183,7 +187,9 @@ def markdown(ev: Evaluation, dataset: str) -> str:
     lines = [f"# Detector evaluation: {ev.detector}", "", f"Dataset: `{dataset}`; {len(ev.runs)} runs.", "",
              "Recall: faulty runs with an alarm at or after the onset. Correct cause: faulty runs whose "
              "strongest alarm names the injected fault. False alarm rate: healthy runs (or look-alike "
-             "controls) with any alarm. Delay: updates from onset to the first alarm.", "",
+             "controls) with any alarm. Before onset: faulty runs alarmed before the fault switched on. "
+             "Delay: updates from onset to the first alarm; delay right: to the first alarm naming the "
+             "injected fault.", "",
              ]
     lines += table(SCORE_COLUMNS, [[_fmt(r[c]) for c in SCORE_COLUMNS] for _, r in ev.scores.iterrows()])
     lines += ["", "![scores](scores.png)", "", "## Confusion (runs): injected fault x named fault", ""]
