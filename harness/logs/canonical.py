@@ -220,6 +220,11 @@ def map_config(profile: Profile, config: dict[str, Any], algo: str,
             value = mapping[str(value)]
         if target in visible and value is not None:
             out[target] = value
+    for target, (num, den) in profile.derived.items():
+        a, b = number(config.get(num)), number(config.get(den))
+        if target in visible and target not in out and a is not None and b:
+            ratio = a / b
+            out[target] = int(ratio) if float(ratio).is_integer() else ratio
     for key, value in (overrides or {}).items():
         if key not in visible:
             raise ConfigError(f"hyperparameter {key!r} is not one a {algo} config holds; valid choices: "
@@ -234,10 +239,10 @@ def _infer_algo(profile: Profile, used: dict[str, str], algo: str | None) -> str
         return algo
     if profile.algo:
         return profile.algo
+    if any(m in used for m in PPO_ONLY):            # a critic: PPO (verl logs actor/kl_loss either way)
+        return "ppo"
     if any(m in used for m in GRPO_ONLY) or any(m.startswith("reward/") for m in used):
         return "grpo"
-    if any(m in used for m in PPO_ONLY):
-        return "ppo"
     return "grpo" if profile.name in ("trl", "verl") else "ppo"
 
 

@@ -43,6 +43,8 @@ class Profile:
     text_config: str | None = None
     hyperparameters: dict[str, str] = field(default_factory=dict)
     values: dict[str, dict[str, Any]] = field(default_factory=dict)
+    derived: dict[str, list[str]] = field(default_factory=dict)
+    tensorboard_exclude: tuple[str, ...] = ()
     files: dict[str, str] = field(default_factory=dict)
 
     @classmethod
@@ -50,7 +52,7 @@ class Profile:
         known = {f for f in cls.__dataclass_fields__}
         kwargs = {k: v for k, v in data.items() if k in known and v is not None}
         for name in ("algos", "step_keys", "strip_prefixes", "summary_keys", "not_metrics",
-                     "not_metric_prefixes", "hints"):
+                     "not_metric_prefixes", "hints", "tensorboard_exclude"):
             if name in kwargs:
                 kwargs[name] = tuple(kwargs[name])
         if "step" in data and data["step"] and "step_keys" not in kwargs:     # v1 profiles: one step key

@@ -316,7 +316,9 @@ def find_runs(root: Path) -> dict[str, list[Path]]:
     for f in sorted(root.rglob(EVENT_GLOB)):
         if f.is_file():
             events.setdefault(f.parent, []).append(f)
-    found += [(d, files) for d, files in events.items() if d not in states]
+    # a TRL output_dir's TensorBoard runs (output_dir/runs/*) log the same training as its checkpoints
+    found += [(d, files) for d, files in events.items()
+              if d not in states and not any(owner in d.parents for owner in states)]
     taken = set(states) | set(events) | {f.parent for files in states.values() for f in files}
     for f in sorted(root.rglob("*")):
         if (f.is_file() and f.parent not in taken and not f.name.startswith(".")
