@@ -45,6 +45,7 @@ class Profile:
     values: dict[str, dict[str, Any]] = field(default_factory=dict)
     derived: dict[str, list[str]] = field(default_factory=dict)
     tensorboard_exclude: tuple[str, ...] = ()
+    history_step_key: str | None = None       # the step column of a W&B-style history export
     files: dict[str, str] = field(default_factory=dict)
 
     @classmethod
