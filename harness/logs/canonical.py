@@ -260,6 +260,17 @@ def _resolve_profile(raw: RawLog, profile: str | dict | Profile) -> tuple[Profil
     return prof, False
 
 
+def _mismatch_note(raw: RawLog, prof: Profile) -> str | None:
+    """An explicit profile that maps far fewer of the log's names than another one."""
+    keys = set(raw.records["key"])
+    best = ranking(keys)[0]
+    mine = next(m for m in ranking(keys) if m.profile == prof.name)
+    if best.profile != prof.name and best.mapped >= 2 * max(mine.mapped, 1):
+        return (f"profile={prof.name} maps {mine.mapped} of the log's names; they look like "
+                f"profile={best.profile} ({best.mapped})")
+    return None
+
+
 def to_canonical(log: RawLog | pd.DataFrame, profile: str | dict | Profile = "auto",
                  config: dict[str, Any] | None = None, algo: str | None = None) -> LoadedLog:
     """A log (a :class:`RawLog` from :func:`harness.logs.read` or :func:`harness.logs.views.render`, or a
@@ -272,6 +283,10 @@ def to_canonical(log: RawLog | pd.DataFrame, profile: str | dict | Profile = "au
     records = raw.records.copy()
     records["key"] = records["key"].map(prof.strip)
     notes = list(raw.notes)
+    if not detected:
+        note = _mismatch_note(raw, prof)
+        if note:
+            notes.append(note)
     groups = _groups(records)
     cells = _cells(prof, records, groups, notes)
 
