@@ -175,7 +175,7 @@ def read_csv(path: Path) -> RawLog:
     records = _rows_to_records(rows)
     if records.empty:
         raise ConfigError(f"log={path} has no numeric rows (columns: {', '.join(map(str, df.columns[:12])) or 'none'})")
-    return RawLog(records, sibling_config(path), str(path), "csv")
+    return RawLog(records, sibling_config(path), f"CSV {path} ({len(rows)} rows)", "csv")
 
 
 def read_jsonl(path: Path) -> RawLog:
@@ -196,7 +196,7 @@ def read_jsonl(path: Path) -> RawLog:
     if records.empty:
         raise ConfigError(f"log={path}: its JSON lines hold no numeric fields")
     notes = [f"{bad} line(s) that are not JSON skipped"] if bad else []
-    return RawLog(records, sibling_config(path), str(path), "jsonl", notes)
+    return RawLog(records, sibling_config(path), f"JSON lines {path} ({len(rows)} rows)", "jsonl", notes)
 
 
 def read_trainer_state(path: Path, state: dict[str, Any]) -> RawLog:
@@ -208,7 +208,7 @@ def read_trainer_state(path: Path, state: dict[str, Any]) -> RawLog:
         raise ConfigError(f"log={path}: trainer_state.json has no log_history rows yet")
     config = {k: v for k, v in state.items() if k != "log_history" and not isinstance(v, (list, dict))}
     config.update(training_args(path.parent))
-    return RawLog(records, config, str(path), "trainer_state")
+    return RawLog(records, config, f"trainer_state.json {path} ({len(entries)} log_history rows)", "trainer_state")
 
 
 def training_args(checkpoint: Path) -> dict[str, Any]:
@@ -241,7 +241,27 @@ def read_verl_console(path: Path, lines: list[str]) -> RawLog:
                 row[key.strip()] = value
         steps.append(float(m.group(1)))
         rows.append(row)
-    return RawLog(_rows_to_records(rows, steps), {}, str(path), "verl_console")
+    return RawLog(_rows_to_records(rows, steps), {}, f"console log {path} ({len(rows)} step lines)", "verl_console")
+
+
+def sb3_model_config(directory: Path) -> dict[str, Any]:
+    """Hyperparameters of an SB3 model saved beside the log (``model.save()``: a zip whose "data"
+    member is JSON). Constants only: schedules are pickled functions and are not read."""
+    import zipfile
+
+    for candidate in sorted(directory.glob("*.zip")):
+        try:
+            with zipfile.ZipFile(candidate) as zf:
+                if "data" not in zf.namelist() or "policy.pth" not in zf.namelist():
+                    continue
+                data = json.loads(zf.read("data"))
+        except (zipfile.BadZipFile, ValueError, OSError):
+            continue
+        out = {k: v for k, v in data.items() if isinstance(v, (int, float, bool, str)) and not k.startswith("_")}
+        if number(out.get("n_steps")) and number(out.get("n_envs")):
+            out["rollout_size"] = int(out["n_steps"]) * int(out["n_envs"])
+        return out
+    return {}
 
 
 def sibling_config(path: Path) -> dict[str, Any]:
@@ -260,7 +280,7 @@ def sibling_config(path: Path) -> dict[str, Any]:
                 continue
             if isinstance(obj, dict):
                 return flatten(obj)
-    return {}
+    return sb3_model_config(path.parent)
 
 
 def read_file(path: Path) -> RawLog:
@@ -310,7 +330,8 @@ def find_runs(root: Path) -> dict[str, list[Path]]:
     found: list[tuple[Path, list[Path]]] = []              # (directory, files of one run)
     states: dict[Path, list[Path]] = {}
     for f in root.rglob("trainer_state.json"):
-        states.setdefault(f.parent.parent if _checkpoint_number(f) >= 0 else f.parent, []).append(f)
+        in_checkpoint = _checkpoint_number(f) >= 0 and f.parent != root
+        states.setdefault(f.parent.parent if in_checkpoint else f.parent, []).append(f)
     found += [(owner, [max(files, key=_checkpoint_number)]) for owner, files in states.items()]
     events: dict[Path, list[Path]] = {}
     for f in sorted(root.rglob(EVENT_GLOB)):
@@ -359,6 +380,8 @@ def read(path: str | Path, run: str | None = None) -> RawLog:
         if files[0].name.startswith("events.out.tfevents"):
             raw = read_events(files, label)
             raw.source = f"TensorBoard run {label} ({len(files)} event file{'s' if len(files) > 1 else ''})"
+            if not raw.config:                          # SB3: the model saved beside its tensorboard_log
+                raw.config = sb3_model_config(files[0].parent) or sb3_model_config(files[0].parent.parent)
         else:
             raw = read_file(files[0])
         if len(runs) > 1:
