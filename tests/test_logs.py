@@ -88,6 +88,15 @@ def test_sb3_progress_and_tensorboard_written_by_sb3(tmp_path):
     assert list(tb.metrics["step"]) == list(csv.metrics["step"]) == [64.0 * (i + 1) for i in range(5)]
 
 
+def test_sb3_fixture_at_defaults_directory_prefers_progress_csv():
+    """tests/data/sb3: SB3's PPO at its defaults (4 iterations of 2048 steps), all three logger outputs."""
+    in_dir = load_log(DATA / "sb3")
+    assert in_dir.source.startswith("CSV") and in_dir.metrics.equals(load_log(DATA / "sb3" / "progress.csv").metrics)
+    tb = load_log(next((DATA / "sb3").glob("events*")))
+    np.testing.assert_allclose(tb.metrics["approx_kl"], in_dir.metrics["approx_kl"].astype(np.float32), rtol=1e-6)
+    assert in_dir.metrics["lr"].iloc[0] == 3e-4 and np.isnan(in_dir.metrics["lr"].iloc[-1])
+
+
 def test_trl_trainer_state_and_tensorboard_written_by_grpo_trainer():
     """trainer_state.json and the TensorBoard run of a real GRPOTrainer (num_iterations=2): reward only
     on generating steps, one row per optimizer step, the same values in both."""
@@ -115,7 +124,7 @@ def test_verl_console_logs():
 
 @pytest.mark.parametrize("log, dialect", [
     (CLEANRL_RUN, "cleanrl"), (DATA / "trl" / "checkpoint-6" / "trainer_state.json", "trl"),
-    (DATA / "verl" / "console.log", "verl"),
+    (DATA / "verl" / "console.log", "verl"), (DATA / "sb3" / "progress.csv", "sb3"),
 ])
 def test_diagnose_ranks_real_logs_without_a_profile(log, dialect):
     out = command("harness.diagnose", f"log={log}", f"catalogue={CATALOGUE}")

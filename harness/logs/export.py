@@ -77,7 +77,8 @@ def export(results_dir: str | Path, run: str, profile: str, fmt: str, out: str |
     labels_path = out / LABELS
     labels = json.loads(labels_path.read_text()) if labels_path.exists() else {}
     written = {}
-    for meta in select(store, run, profile, warn):
+    # in opaque-id order: file names and wall times of event files must not follow run ids (which name the fault)
+    for meta in sorted(select(store, run, profile, warn), key=lambda m: opaque_id(m["run_id"])):
         oid = opaque_id(meta["run_id"])
         raw = render(StoredRun.load(store, meta["run_id"]), profile)
         files = write(raw, profile, fmt, out / oid)

@@ -338,8 +338,11 @@ def find_runs(root: Path) -> dict[str, list[Path]]:
         if f.is_file():
             events.setdefault(f.parent, []).append(f)
     # a TRL output_dir's TensorBoard runs (output_dir/runs/*) log the same training as its checkpoints
-    found += [(d, files) for d, files in events.items()
-              if d not in states and not any(owner in d.parents for owner in states)]
+    for d, files in events.items():
+        if d in states or any(owner in d.parents for owner in states):
+            continue
+        progress = [d / n for n in ("progress.csv", "progress.json") if (d / n).exists()]
+        found.append((d, progress[:1] or files))   # SB3 wrote both: its CSV also has time/iterations
     taken = set(states) | set(events) | {f.parent for files in states.values() for f in files}
     for f in sorted(root.rglob("*")):
         if (f.is_file() and f.parent not in taken and not f.name.startswith(".")
