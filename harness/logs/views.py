@@ -100,8 +100,24 @@ class Records:
         return records_frame(self.rows)
 
 
-def _mean(values: pd.Series) -> float:
+def _get(row: pd.Series, col: str) -> float | None:
+    """A stored value, or None when the store has no such column (an older run, a metric another
+    algorithm records): the view then leaves the key out."""
+    return row[col] if col in row.index else None
+
+
+def _mean(values: pd.Series | None) -> float | None:
+    if values is None:
+        return None
     return float(np.mean(values.to_numpy(dtype=float))) if len(values) else math.nan
+
+
+def _col(frame: pd.DataFrame, col: str) -> pd.Series | None:
+    return frame[col] if col in frame.columns else None
+
+
+def _sum(values: pd.Series | None) -> float | None:
+    return None if values is None else float(np.sum(values.to_numpy(dtype=float)))
 
 
 def _framework_config(profile_name: str, configured: dict[str, Any]) -> dict[str, Any]:
@@ -125,7 +141,7 @@ def render_canonical(run: StoredRun) -> RawLog:
         rec.new_row()
         step = int(row["update"])
         rec.add(step, "update", step)
-        rec.add(step, "env_step", row["env_step"])
+        rec.add(step, "env_step", _get(row, "env_step"))
         for col in columns:
             rec.add(step, col, row[col])
     return RawLog(rec.frame(), dict(run.configured()), "canonical view", "memory")
@@ -149,26 +165,26 @@ def render_cleanrl(run: StoredRun) -> RawLog:
     batch = run.batch_size()
     ep_steps = _episode_steps(run) if len(run.episodes) else pd.Series(dtype=float)
     for _, m in run.metrics.iterrows():
-        u = int(m["update"])
+        u = int(_get(m, "update"))
         eps = run.episodes[run.episodes["update"] == u]
         for i, ep in eps.iterrows():
             rec.new_row()
-            rec.add(ep_steps[i], "charts/episodic_return", ep["env_return"])
-            rec.add(ep_steps[i], "charts/episodic_length", ep["length"])
+            rec.add(ep_steps[i], "charts/episodic_return", _get(ep, "env_return"))
+            rec.add(ep_steps[i], "charts/episodic_length", _get(ep, "length"))
         s = run.update_steps(u)
         if s.empty:
             continue
         last = s.iloc[-1]
         step = (u + 1) * batch
         rec.new_row()
-        rec.add(step, "charts/learning_rate", m["lr"])
-        rec.add(step, "losses/value_loss", 0.5 * last["value_loss"])
-        rec.add(step, "losses/policy_loss", last["policy_loss"])
-        rec.add(step, "losses/entropy", last["entropy"])
-        rec.add(step, "losses/old_approx_kl", last["kl_k1"])
-        rec.add(step, "losses/approx_kl", last["approx_kl"])
-        rec.add(step, "losses/clipfrac", _mean(s["clipfrac"]))
-        rec.add(step, "losses/explained_variance", m["explained_variance"])
+        rec.add(step, "charts/learning_rate", _get(m, "lr"))
+        rec.add(step, "losses/value_loss", 0.5 * _get(last, "value_loss"))
+        rec.add(step, "losses/policy_loss", _get(last, "policy_loss"))
+        rec.add(step, "losses/entropy", _get(last, "entropy"))
+        rec.add(step, "losses/old_approx_kl", _get(last, "kl_k1"))
+        rec.add(step, "losses/approx_kl", _get(last, "approx_kl"))
+        rec.add(step, "losses/clipfrac", _mean(_col(s, "clipfrac")))
+        rec.add(step, "losses/explained_variance", _get(m, "explained_variance"))
     return RawLog(rec.frame(), _framework_config("cleanrl", run.configured()), "cleanrl view", "memory")
 
 
@@ -190,16 +206,16 @@ def render_sb3(run: StoredRun) -> RawLog:
             if not s.empty:
                 n_updates += int(s["epoch"].max()) + 1
                 last_epoch = s[s["epoch"] == s["epoch"].max()]
-                rec.add(step, "train/learning_rate", m["lr"])
-                rec.add(step, "train/entropy_loss", _mean(-s["entropy"]))
-                rec.add(step, "train/policy_gradient_loss", _mean(s["policy_loss"]))
-                rec.add(step, "train/value_loss", _mean(s["value_loss"]))
-                rec.add(step, "train/approx_kl", _mean(last_epoch["approx_kl"]))
-                rec.add(step, "train/clip_fraction", _mean(s["clipfrac"]))
-                rec.add(step, "train/loss", s["loss"].iloc[-1])
-                rec.add(step, "train/explained_variance", m["explained_variance"])
+                rec.add(step, "train/learning_rate", _get(m, "lr"))
+                rec.add(step, "train/entropy_loss", _mean(-s["entropy"] if "entropy" in s.columns else None))
+                rec.add(step, "train/policy_gradient_loss", _mean(_col(s, "policy_loss")))
+                rec.add(step, "train/value_loss", _mean(_col(s, "value_loss")))
+                rec.add(step, "train/approx_kl", _mean(_col(last_epoch, "approx_kl")))
+                rec.add(step, "train/clip_fraction", _mean(_col(s, "clipfrac")))
+                rec.add(step, "train/loss", s["loss"].iloc[-1] if "loss" in s.columns else None)
+                rec.add(step, "train/explained_variance", _get(m, "explained_variance"))
                 rec.add(step, "train/n_updates", n_updates)
-                rec.add(step, "train/clip_range", m["clip_range"])
+                rec.add(step, "train/clip_range", _get(m, "clip_range"))
         rec.add(step, "time/iterations", i)
         window = run.episodes[run.episodes["update"] <= i - 1].tail(100)
         if len(window):
@@ -224,35 +240,36 @@ def render_trl(run: StoredRun) -> RawLog:
     metrics = run.metrics.set_index("update")
     for u in metrics.index:
         m = metrics.loc[u]
-        for k, (_, s) in enumerate(run.update_steps(u).iterrows()):
+        for k, (_, row) in enumerate(run.update_steps(u).iterrows()):
             global_step += 1
             rec.new_row()
-            loss = float(s["loss"])                # transformers 5.x logs it unrounded (4.x: round(.., 4))
-            losses.append(float(s["loss"]))
+            loss = float(row["loss"])              # transformers 5.x logs it unrounded (4.x: round(.., 4))
+            losses.append(loss)
             rec.add(global_step, "loss", loss)
-            rec.add(global_step, "grad_norm", s["grad_norm"])
-            rec.add(global_step, "learning_rate", s["lr"])
+            rec.add(global_step, "grad_norm", _get(row, "grad_norm"))
+            rec.add(global_step, "learning_rate", _get(row, "lr"))
             if k == 0:                             # the step that generated this batch's completions
-                rec.add(global_step, "completions/mean_length", m["length_mean"])
-                rec.add(global_step, "completions/clipped_ratio", m["response_clip_ratio"])
+                rec.add(global_step, "completions/mean_length", _get(m, "length_mean"))
+                rec.add(global_step, "completions/clipped_ratio", _get(m, "response_clip_ratio"))
                 for col in reward_fns:
                     rec.add(global_step, f"rewards/{col.split('/', 1)[1]}/mean", m[col])
-                rec.add(global_step, "reward", m["reward_mean"])
-                rec.add(global_step, "reward_std", m["reward_std"])
-                zero_std = float(abs(m["reward_std"]) <= 1e-8) if batch_std else m["frac_reward_zero_std"]
+                rec.add(global_step, "reward", _get(m, "reward_mean"))
+                rec.add(global_step, "reward_std", _get(m, "reward_std"))
+                zero_std = float(abs(_get(m, "reward_std")) <= 1e-8) if batch_std else _get(m, "frac_reward_zero_std")
                 rec.add(global_step, "frac_reward_zero_std", zero_std)
                 for col, key in (("sampler_logp_diff_mean", "sampling/sampling_logp_difference/mean"),
                                  ("sampler_logp_diff_max", "sampling/sampling_logp_difference/max")):
                     if col in m.index and np.isfinite(m[col]):
                         rec.add(global_step, key, m[col])
             if ent_coef != 0:
-                rec.add(global_step, "policy_loss", s["policy_loss"])
+                rec.add(global_step, "policy_loss", _get(row, "policy_loss"))
             if beta != 0:
-                rec.add(global_step, "kl", s["kl_ref"])
-            rec.add(global_step, "entropy", s["entropy"])
-            rec.add(global_step, "clip_ratio/low_mean", s["clip_low_frac"])
-            rec.add(global_step, "clip_ratio/high_mean", s["clip_high_frac"])
-            rec.add(global_step, "clip_ratio/region_mean", s["clip_low_frac"] + s["clip_high_frac"])
+                rec.add(global_step, "kl", _get(row, "kl_ref"))
+            rec.add(global_step, "entropy", _get(row, "entropy"))
+            rec.add(global_step, "clip_ratio/low_mean", _get(row, "clip_low_frac"))
+            rec.add(global_step, "clip_ratio/high_mean", _get(row, "clip_high_frac"))
+            if "clip_low_frac" in row.index and "clip_high_frac" in row.index:     # disjoint: low or high
+                rec.add(global_step, "clip_ratio/region_mean", row["clip_low_frac"] + row["clip_high_frac"])
             rec.add(global_step, "epoch", global_step / total)
     if global_step:                               # Trainer's end-of-training summary: not a step
         rec.new_row()
@@ -275,34 +292,34 @@ def render_verl(run: StoredRun) -> RawLog:
     grpo = run.algo == "grpo"
     beta = float(hp.get("beta", 0.0)) if grpo else 0.0
     for _, m in run.metrics.iterrows():
-        u = int(m["update"])
+        u = int(_get(m, "update"))
         s = run.update_steps(u)
         step = u + 1
         rec.new_row()
         if not grpo and not s.empty:
-            rec.add(step, "critic/vf_loss", float(np.sum(0.5 * s["value_loss"].to_numpy(dtype=float))))
+            rec.add(step, "critic/vf_loss", _sum(0.5 * s["value_loss"] if "value_loss" in s.columns else None))
         if not s.empty:
-            rec.add(step, "actor/pg_loss", float(np.sum(s["policy_loss"].to_numpy(dtype=float))))
-            kl = float(np.sum(s["kl_ref"].to_numpy(dtype=float))) if beta != 0 else 0.0
+            rec.add(step, "actor/pg_loss", _sum(_col(s, "policy_loss")))
+            kl = _sum(_col(s, "kl_ref")) if beta != 0 else 0.0
             rec.add(step, "actor/kl_loss", kl)
-            rec.add(step, "actor/pg_clipfrac", _mean(s["clipfrac_binding"]))
-            rec.add(step, "actor/ppo_kl", _mean(s["kl_k1"]))
-            rec.add(step, "actor/entropy", _mean(s["entropy"]))
+            rec.add(step, "actor/pg_clipfrac", _mean(_col(s, "clipfrac_binding")))
+            rec.add(step, "actor/ppo_kl", _mean(_col(s, "kl_k1")))
+            rec.add(step, "actor/entropy", _mean(_col(s, "entropy")))
             if beta != 0:
                 rec.add(step, "actor/kl_coef", beta)
-            rec.add(step, "actor/grad_norm", _mean(s["grad_norm"]))
-        rec.add(step, "actor/lr", m["lr"])
+            rec.add(step, "actor/grad_norm", _mean(_col(s, "grad_norm")))
+        rec.add(step, "actor/lr", _get(m, "lr"))
         rec.add(step, "training/global_step", step)
         rec.add(step, "training/epoch", 0)
-        rec.add(step, "critic/score/mean", m["reward_mean"])
-        rec.add(step, "critic/rewards/mean", m["reward_mean"])
-        rec.add(step, "critic/advantages/mean", m["adv_mean"])
+        rec.add(step, "critic/score/mean", _get(m, "reward_mean"))
+        rec.add(step, "critic/rewards/mean", _get(m, "reward_mean"))
+        rec.add(step, "critic/advantages/mean", _get(m, "adv_mean"))
         if not grpo:
-            rec.add(step, "critic/values/mean", m["value_mean"])
-            rec.add(step, "critic/vf_explained_var", m["explained_variance"])
+            rec.add(step, "critic/values/mean", _get(m, "value_mean"))
+            rec.add(step, "critic/vf_explained_var", _get(m, "explained_variance"))
         else:
-            rec.add(step, "response_length/mean", m["length_mean"])
-            rec.add(step, "response_length/clip_ratio", m["response_clip_ratio"])
+            rec.add(step, "response_length/mean", _get(m, "length_mean"))
+            rec.add(step, "response_length/clip_ratio", _get(m, "response_clip_ratio"))
     return RawLog(rec.frame(), _framework_config("verl", run.configured()), "verl view", "memory")
 
 
