@@ -255,3 +255,25 @@ def test_partial_files_are_read_up_to_the_last_complete_record(tmp_path):
             shutil.copytree(CLEANRL_RUN, tmp_path / "many" / name)
         read(tmp_path / "many")
     assert load_log(tmp_path / "many", run="b").metrics.equals(load_log(CLEANRL_RUN).metrics)
+
+
+def test_wandb_history_export_of_a_trl_run(tmp_path):
+    """run.history() as CSV: W&B bookkeeping columns, TRL's train/ prefix, empty cells where a key was
+    not logged at that step (reward only on generating steps)."""
+    state = load_log(DATA / "trl" / "checkpoint-6" / "trainer_state.json")
+    rows = json.loads((DATA / "trl" / "checkpoint-6" / "trainer_state.json").read_text())["log_history"]
+    history = pd.DataFrame([{"_step": i, "_runtime": 1.5 * i, "_timestamp": 1.7e9 + i,
+                             "train/global_step": r["step"], **{f"train/{k}": v for k, v in r.items() if k != "step"}}
+                            for i, r in enumerate(rows)])
+    history.to_csv(tmp_path / "history.csv", index=False)
+    wandb = load_log(tmp_path / "history.csv")
+    assert wandb.profile == "trl" and "_runtime" not in wandb.unused
+    pd.testing.assert_frame_equal(wandb.metrics, state.metrics)
+
+
+def test_hyperparameters_from_the_command_line(tmp_path):
+    out = command("harness.diagnose", f"log={DATA / 'sb3' / 'progress.csv'}", "+hp.lr=3e-4", "+hp.n_epochs=10",
+                  f"catalogue={CATALOGUE}")
+    assert out.returncode == 0 and "config: lr=0.0003, n_epochs=10" in out.stdout, out.stderr
+    bad = command("harness.diagnose", f"log={DATA / 'sb3' / 'progress.csv'}", "+hp.lr_typo=3", f"catalogue={CATALOGUE}")
+    assert bad.returncode == 2 and "hyperparameter 'lr_typo' is not one a ppo config holds" in bad.stderr
