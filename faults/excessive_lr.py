@@ -17,7 +17,7 @@ class ExcessiveLR(Fault):
                   "verl#1197 / #2626 (grad_norm NaN, late NaN)")
     acts_on = "hyperparameter: lr * factor (misconfigured: in the config; overridden: replaced in the update)"
     backends = ("native", "sb3")
-    expected = ("kl_explodes", "entropy_collapse")
+    expected = ("kl_explodes", "kl_high", "entropy_collapse")
 
     def hyperparams(self, hp: Any) -> Any:
         return replace(hp, lr=hp.lr * self.factor)
