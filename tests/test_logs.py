@@ -152,6 +152,10 @@ def test_export_reads_back_as_the_view(runs, tmp_path, algo, profile):
         pd.testing.assert_frame_equal(back.metrics, expected.metrics, check_exact=True, obj=f"{profile} {fmt}")
         if not (fmt == "native" and profile in ("trl", "verl", "sb3")):   # their own files carry no config
             assert back.config == expected.config, fmt
+        for path in (tmp_path / fmt).rglob("*"):                           # no label in the log or its config
+            if path.is_file():
+                data = path.read_bytes()
+                assert not any(word in data for word in (b"tiny_clip", b"is_control", b"onset", b"variant")), path
 
 
 def test_views_follow_each_frameworks_definitions(runs):
