@@ -11,7 +11,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from harness.detection.diagnosis import load_catalogue, map_log
+from harness.detection.diagnosis import load_catalogue
+from harness.logs import map_log
 
 ROOT = Path(__file__).resolve().parent.parent
 CATALOGUE = ROOT / "results" / "catalogue"
@@ -79,7 +80,7 @@ def test_jsonl_sb3_log_with_ppo_bug(tmp_path):
 @pytest.mark.parametrize("content, args, message", [
     ("a,b\n1,2\n", ["profile=verl"], "the log has none of the metrics profile=verl knows"),
     (None, ["profile=verl"], "no such file"),
-    ("a,b\n1,2\n", ["profile=chainer"], "unknown profile 'chainer'; valid choices: canonical, cleanrl, sb3, trl, verl"),
+    ("a,b\n1,2\n", ["profile=chainer"], "unknown profile 'chainer'; valid choices: auto, canonical, cleanrl, sb3, trl, verl"),
 ])
 def test_bad_logs_are_one_line_errors(tmp_path, content, args, message):
     path = tmp_path / "log.csv"
