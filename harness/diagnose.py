@@ -59,9 +59,11 @@ def app(cfg: DictConfig) -> None:
     log = read(cfg)
     ranking = diagnose_log(log, load_catalogue(cfg.catalogue), cfg.n_actions, cfg.optimizer_steps)
     top = ranking[: cfg.top]
-    if cfg.format == "json":
-        print(json.dumps([{"fault": c.fault, "setup": c.setup, "score": c.score, "evidence": c.evidence}
-                          for c in top], indent=2))
+    if cfg.format == "json":     # the machine-readable answer (a stable contract for scripts)
+        print(json.dumps({"log": str(cfg.log), "profile": log.profile, "detected": log.detected, "algo": log.algo,
+                          "answer": ranking[0].fault,
+                          "ranking": [{"fault": c.fault, "setup": c.setup, "score": c.score, "evidence": c.evidence}
+                                      for c in top]}, indent=2))
         return
     print("\n".join(describe(log, cfg)))
     print("\nmost likely (score = log-likelihood ratio against a healthy run; > 0 favours the fault):")

@@ -23,7 +23,7 @@ from harness.logs import LoadedLog, load_log
 
 SMOOTH = 0.05        # added to firing rates: no rate is trusted as exactly 0 or 1
 ABSENT_WEIGHT = 0.5  # a signature that did not fire is weaker evidence than one that did
-HEALTHY = "none (healthy)"
+HEALTHY = "healthy"
 
 
 def log_signatures(log: LoadedLog, meta: dict[str, Any]) -> dict[str, signatures.Result]:
