@@ -175,3 +175,72 @@ class StoreProgress:
 def _clock(seconds: float) -> str:
     seconds = int(seconds)
     return f"{seconds // 60}:{seconds % 60:02d}"
+
+
+# ---- the diverse dataset (hydra/sweeper=dataset) -------------------------------------------
+
+#: the only overrides the dataset sweep passes through to its jobs (the rest is sampled)
+DATASET_ARGUMENTS = ("results_dir", "torch_threads", "sweep")
+
+
+def plan_dataset(space: dict[str, Any], size: int, seed: int, chunk: int, arguments: Sequence[str],
+                 compose: Callable[[list[str]], Any]) -> list[tuple[Any, str]]:
+    """The sampled runs with their run ids, every one validated; raises ConfigError.
+
+    One config is composed per setup (``compose``: Hydra's loader in the sweeper); faults are
+    added from their YAML, hyperparameters by :func:`harness.sample.specialise`."""
+    from harness.assemble import with_fault
+    from harness.run import n_updates_planned
+    from harness.sample import Space, specialise
+
+    bad = [a for a in arguments if a.split("=", 1)[0].lstrip("+~") not in DATASET_ARGUMENTS
+           and not a.lstrip("+~").startswith(("hydra.", "hydra/"))]
+    if bad:
+        raise ConfigError(f"the dataset sweep samples its runs itself: {bad[0]!r} is not allowed (only "
+                          f"results_dir, torch_threads; change hydra.sweeper.space instead)")
+    if size < 1 or chunk < 1:
+        raise ConfigError(f"hydra.sweeper.size={size} and hydra.sweeper.chunk={chunk} must be >= 1")
+    sampler = Space(space)
+    setups: dict[tuple[str, str, str], Any] = {}
+    bases: dict[tuple[str, str, str, str], Any] = {}
+
+    def base(spec: Any) -> Any:
+        s = spec.setup
+        where = (s["algo"], s["env"], s["backend"])
+        if where not in setups:
+            setups[where] = load_experiment(compose([f"algo={s['algo']}", f"env={s['env']}",
+                                                     f"backend={s['backend']}", "fault=none", *arguments]))
+            if setups[where].algo.name != s["algo_name"]:
+                raise ConfigError(f"hydra.sweeper.space.setups: algo={s['algo']} is a {setups[where].algo.name} "
+                                  f"config, not {s['algo_name']}")
+        key = (*where, spec.fault)
+        if key not in bases:
+            bases[key] = with_fault(setups[where], spec.fault)
+        return bases[key]
+
+    specs = sampler.sample(size, seed, lambda spec: n_updates_planned(specialise(base(spec), spec)))
+    return [(spec, run_id(specialise(base(spec), spec).key())) for spec in specs]
+
+
+def write_chunks(specs: Sequence[Any], chunk: int, directory: Any, arguments: Sequence[str]) -> list[list[str]]:
+    """Deal ``specs`` (longest first) into jobs of ``chunk`` runs; each job's runs go to a file the
+    job reads (``batch=<file>``). Returns the jobs' override lists."""
+    from pathlib import Path
+
+    from harness.sample import digest
+
+    ordered = sorted(specs, key=lambda s: -_spec_cost(s))
+    root = Path(directory) / digest(ordered)
+    root.mkdir(parents=True, exist_ok=True)
+    jobs = []
+    for i in range(0, len(ordered), chunk):
+        path = root / f"chunk_{i // chunk:04d}.jsonl"
+        path.write_text("".join(s.to_json() + "\n" for s in ordered[i:i + chunk]))
+        jobs.append([f"batch={path}", *arguments])
+    return jobs
+
+
+def _spec_cost(spec: Any) -> float:
+    """A rough relative cost, to start the longest runs first."""
+    factor = {"grpo": 4.0}.get(spec.setup["algo_name"], 1.0) * {"sb3": 2.0}.get(spec.setup["backend"], 1.0)
+    return factor * float(spec.env.get("total_timesteps", 1))

@@ -409,7 +409,7 @@ def backend_agreement(cat: pd.DataFrame) -> pd.DataFrame:
 def healthy_baselines(rs: RunSet) -> pd.DataFrame:
     """How often each signature fires, at its default threshold, on healthy runs and controls per
     setup, from update 0 over the whole run (descriptive: what a rule of thumb does on healthy runs)."""
-    healthy = rs.runs[rs.runs["fault"] == "none"]
+    healthy = rs.runs[(rs.runs["fault"] == "none") & (rs.runs["origin"] == "catalogue")]
     rows = []
     for (algo, variant, env, backend, control), group in healthy.groupby(
             ["algo", "algo_variant", "env", "backend", "is_control"]):

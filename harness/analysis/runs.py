@@ -23,10 +23,17 @@ from harness.config import setup_label
 from harness.store import RunStore
 
 
+def origin(meta: dict[str, Any]) -> str:
+    """``diverse`` for a run drawn by the dataset sweep (its meta.json records the draw), else
+    ``catalogue`` (the catalogue sweep, or any run command)."""
+    return "diverse" if meta.get("sampled") else "catalogue"
+
+
 def run_labels(meta: dict[str, Any]) -> dict[str, Any]:
     """A run's labels from its meta.json: what it is (fault, setup, seed) and how it ended."""
     onset = meta["onset_update"] if meta["onset_update"] is not None else 0
     return {
+        "origin": origin(meta),
         "fault": meta["fault"],
         "fault_params": json.dumps(meta["fault_params"], sort_keys=True),
         "fault_form": meta.get("fault_form"),
@@ -50,7 +57,7 @@ def base_key(meta: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:12]
 
 
-RUN_COLUMNS = ["run_id", "fault", "fault_params", "fault_form", "fault_kind", "onset", "onset_kind", "algo",
+RUN_COLUMNS = ["run_id", "origin", "fault", "fault_params", "fault_form", "fault_kind", "onset", "onset_kind", "algo",
                "algo_variant", "env", "backend", "seed", "is_control", "status", "n_updates", "base"]
 
 
@@ -77,16 +84,18 @@ class RunSet:
 
     def cells(self) -> list[Cell]:
         """One cell per fault (x parameters x onset kind) per base configuration, with its healthy
-        runs and controls (possibly none: then the cell says so)."""
-        faulty = self.runs[(self.runs["fault"] != "none")]
+        runs and controls (possibly none: then the cell says so). Runs of the diverse dataset (each
+        its own configuration) are not compared in cells: they train the diagnosis model."""
+        ours = self.runs[self.runs["origin"] == "catalogue"]
+        faulty = ours[(ours["fault"] != "none")]
         cells = []
         keys = ["fault", "fault_params", "onset_kind", "algo", "algo_variant", "env", "backend", "base"]
         for key, group in faulty.groupby(keys, sort=True):
             info = dict(zip(keys, key))
-            healthy = self.runs[(self.runs["fault"] == "none") & (self.runs["base"] == info["base"])]
-            controls = self.runs[(self.runs["fault"] == "none") & self.runs["is_control"]
-                                 & (self.runs["algo"] == info["algo"]) & (self.runs["env"] == info["env"])
-                                 & (self.runs["backend"] == info["backend"])]
+            healthy = ours[(ours["fault"] == "none") & (ours["base"] == info["base"])]
+            controls = ours[(ours["fault"] == "none") & ours["is_control"]
+                            & (ours["algo"] == info["algo"]) & (ours["env"] == info["env"])
+                            & (ours["backend"] == info["backend"])]
             cells.append(Cell(info, _by_seed(group), _by_seed(healthy), _by_seed(controls)))
         labels = [c.label for c in cells]
         for cell in cells:   # the same fault on two base configs (e.g. two budgets): tell them apart

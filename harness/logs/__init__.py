@@ -13,7 +13,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from harness.logs.canonical import LoadedLog, MappedLog, map_config, map_log, to_canonical
+from harness.logs.canonical import (
+    LoadedLog,
+    MappedLog,
+    map_config,
+    map_log,
+    to_canonical,
+)
 from harness.logs.profiles import Profile, detect, load_profile, names
 from harness.logs.readers import RawLog, read
 

@@ -1,0 +1,237 @@
+"""The diagnosis model: healthy, one of the known faults, or "anomalous, cause unknown", with
+calibrated probabilities, from a training log in any framework's view.
+
+- **Examples.** Every run of the labelled dataset is rendered in every framework view that applies
+  to its algorithm (:mod:`harness.logs.views`: the metrics, estimators and cadence that framework
+  logs) and cut at 50%, 75% and 100% of its length (a prefix that ends before the fault's onset is a
+  healthy example). Half of the examples carry the run's configuration as context (what the user's
+  config holds), half none, so the model works with and without it.
+- **Model.** One scikit-learn classifier per algorithm and view on :mod:`harness.analysis.features`,
+  calibrated with Platt scaling on cross-validation folds (``CalibratedClassifierCV``). No input
+  identifies the fault: the features of a stored run are those of its exported log.
+- **Answer.** The most probable class if it is healthy with probability >= 0.5, or a fault with
+  probability >= ``unknown_threshold``; otherwise "unknown" when P(healthy) < 0.5 (anomalous, cause
+  unknown), else healthy.
+- **Out of sample.** Scored on held-out runs (their seeds and configurations were never trained on),
+  on whole held-out configurations (one env or task left out, and hyperparameter regions left out),
+  and, for the "unknown" answer, on faults left out of training.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from harness.analysis.features import features
+from harness.config import visible_config
+from harness.metrics import CANONICAL
+
+HEALTHY = "healthy"
+UNKNOWN = "unknown"
+PREFIXES = (0.5, 0.75, 1.0)
+#: views a model is fitted for, per algorithm (a view's profile must apply to the algorithm)
+VIEWS = {"ppo": ("canonical", "sb3", "cleanrl", "verl"), "grpo": ("canonical", "trl", "verl")}
+FEATURE_VERSION = 1        # bump when the features change: cached examples are recomputed
+ONSET_MARGIN = 1           # updates after the onset before a prefix counts as faulty
+
+
+# ---- examples ---------------------------------------------------------------------------
+
+def _with_config(run_id: str, view: str, prefix: float) -> bool:
+    """Deterministically, half of the examples carry the configuration."""
+    digest = hashlib.sha256(f"{run_id}/{view}/{prefix}".encode()).digest()
+    return digest[0] % 2 == 0
+
+
+def run_examples(root: str | Path, run_id: str, views: Sequence[str] | None = None,
+                 prefixes: Sequence[float] = PREFIXES) -> list[dict[str, Any]]:
+    """The examples of one stored run: one per applicable view and prefix (features + labels)."""
+    from harness.logs import to_canonical
+    from harness.logs.views import StoredRun, applies, render
+
+    run = StoredRun.load(root, run_id)
+    meta = run.meta
+    algo = meta["algo"]
+    fault = meta["fault"]
+    onset = int(meta.get("onset_update") or 0)
+    n_updates = max(int(meta["n_updates"]), 1)
+    configured = visible_config(algo, meta["hyperparameters"]["configured"])
+    sampled = meta.get("sampled") or {}
+    out = []
+    for view in views or VIEWS[algo]:
+        if not applies(view, algo):
+            continue
+        frame = to_canonical(render(run, view), view).metrics
+        for prefix in prefixes:
+            rows = max(1, int(round(len(frame) * prefix)))
+            upto = n_updates * rows / max(len(frame), 1)          # updates covered by the prefix
+            label = fault if fault != "none" and upto > onset + ONSET_MARGIN else HEALTHY
+            config = configured if _with_config(run_id, view, prefix) else {}
+            space = meta.get("action_space") if view == "canonical" else None
+            out.append({"run_id": run_id, "view": view, "prefix": prefix, "label": label, "fault": fault,
+                        "algo": algo, "env": meta["env"], "backend": meta["backend"], "seed": meta["seed"],
+                        "is_control": bool(meta["is_control"]), "with_config": bool(config),
+                        **{f"space.{k}": v for k, v in (sampled.get("algo") or configured).items()
+                           if isinstance(v, (int, float, bool))},
+                        **features(frame.iloc[:rows], CANONICAL, algo, config, space)})
+    return out
+
+
+def build_examples(root: str | Path, run_ids: Sequence[str], n_jobs: int = -1,
+                   cache: Path | None = None, progress: Callable[[str], None] | None = None) -> pd.DataFrame:
+    """Examples of every run (in parallel; cached by run id when ``cache`` is a parquet path)."""
+    from joblib import Parallel, delayed
+
+    cached = pd.DataFrame()
+    if cache is not None and cache.exists():
+        cached = pd.read_parquet(cache)
+        if cached.get("feature_version", pd.Series([None])).iloc[0] != FEATURE_VERSION:
+            cached = pd.DataFrame()
+        else:
+            cached = cached[cached["run_id"].isin(run_ids)]
+    todo = sorted(set(run_ids) - set(cached.get("run_id", [])))
+    if progress:
+        progress(f"features: {len(run_ids) - len(todo)} runs cached, {len(todo)} to render in every view")
+    rows = Parallel(n_jobs=n_jobs)(delayed(run_examples)(str(root), rid) for rid in todo)
+    fresh = pd.DataFrame([r for batch in rows for r in batch])
+    if len(fresh):
+        fresh["feature_version"] = FEATURE_VERSION
+    frame = pd.concat([cached, fresh], ignore_index=True) if len(cached) else fresh
+    if cache is not None and len(fresh):
+        from harness.store import atomic_write_parquet
+
+        atomic_write_parquet(cache, frame)
+    return frame
+
+
+def feature_columns(examples: pd.DataFrame) -> list[str]:
+    return [c for c in examples.columns if ":" in c or c.startswith("log:")]
+
+
+# ---- the model --------------------------------------------------------------------------
+
+def make_estimator(kind: str = "boosting", seed: int = 0):
+    """The classifier: gradient-boosted trees (native NaN handling), Platt-calibrated on CV folds."""
+    from sklearn.calibration import CalibratedClassifierCV
+    from sklearn.ensemble import HistGradientBoostingClassifier
+
+    if kind != "boosting":
+        raise ValueError(f"unknown model kind {kind!r}")
+    trees = HistGradientBoostingClassifier(max_iter=120, learning_rate=0.08, max_leaf_nodes=15, min_samples_leaf=4,
+                                           l2_regularization=1.0, random_state=seed)
+    return CalibratedClassifierCV(trees, method="sigmoid", cv=3)
+
+
+@dataclass
+class DiagnosisModel:
+    """A fitted model for one algorithm and view."""
+
+    algo: str
+    view: str
+    columns: list[str]
+    classes: list[str]
+    estimator: Any
+    unknown_threshold: float = 0.35
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def probabilities(self, rows: pd.DataFrame) -> pd.DataFrame:
+        X = rows.reindex(columns=self.columns).to_numpy(dtype=float)
+        X = np.clip(np.nan_to_num(X, nan=np.nan, posinf=1e12, neginf=-1e12), -1e12, 1e12)
+        return pd.DataFrame(self.estimator.predict_proba(X), columns=list(self.estimator.classes_),
+                            index=rows.index)
+
+    def answers(self, probs: pd.DataFrame) -> list[str]:
+        return [answer(row, self.unknown_threshold) for _, row in probs.iterrows()]
+
+
+def answer(probs: pd.Series, threshold: float) -> str:
+    top = str(probs.idxmax())
+    p_top = float(probs.max())
+    p_healthy = float(probs.get(HEALTHY, 0.0))
+    if top == HEALTHY and p_top >= 0.5:
+        return HEALTHY
+    if top != HEALTHY and p_top >= threshold:
+        return top
+    return UNKNOWN if p_healthy < 0.5 else HEALTHY
+
+
+def fit(examples: pd.DataFrame, algo: str, view: str, seed: int = 0) -> DiagnosisModel:
+    data = examples[(examples["algo"] == algo) & (examples["view"] == view)]
+    columns = feature_columns(data)
+    counts = data["label"].value_counts()
+    data = data[data["label"].isin(counts[counts >= 6].index)]     # CV needs a few examples per class
+    estimator = make_estimator(seed=seed)
+    X = np.clip(data[columns].to_numpy(dtype=float), -1e12, 1e12)
+    estimator.fit(X, data["label"].to_numpy())
+    return DiagnosisModel(algo=algo, view=view, columns=columns, classes=list(estimator.classes_),
+                          estimator=estimator, info={"n_examples": len(data), "n_runs": data["run_id"].nunique(),
+                                                     "classes": {str(k): int(v) for k, v in counts.items()}})
+
+
+# ---- scores -----------------------------------------------------------------------------
+
+def expected_calibration_error(confidence: np.ndarray, correct: np.ndarray, bins: int = 10) -> float:
+    """ECE of the top-1 probability: the mean |accuracy - confidence| over equal-width bins."""
+    if len(confidence) == 0:
+        return math.nan
+    edges = np.linspace(0, 1, bins + 1)
+    idx = np.clip(np.digitize(confidence, edges[1:-1]), 0, bins - 1)
+    total = 0.0
+    for b in range(bins):
+        sel = idx == b
+        if sel.any():
+            total += sel.mean() * abs(correct[sel].mean() - confidence[sel].mean())
+    return float(total)
+
+
+def score(model: DiagnosisModel, test: pd.DataFrame, known: set[str] | None = None) -> dict[str, Any]:
+    """Top-1 accuracy of the answer on faulty logs of known faults, healthy logs called healthy,
+    calibration error of the top-1 probability, and what left-out faults were called."""
+    if test.empty:
+        return {"n": 0}
+    probs = model.probabilities(test)
+    answers = model.answers(probs)
+    top = probs.idxmax(axis=1).to_numpy()
+    conf = probs.max(axis=1).to_numpy()
+    labels = test["label"].to_numpy()
+    known = known if known is not None else set(model.classes)
+    in_known = np.array([lab in known for lab in labels])
+    healthy = labels == HEALTHY
+    faulty_known = in_known & ~healthy
+    answered = np.array(answers)
+    out = {"n": len(test), "n_runs": test["run_id"].nunique(),
+           "top1_faulty": float((answered[faulty_known] == labels[faulty_known]).mean()) if faulty_known.any() else math.nan,
+           "top1_all": float((answered[in_known] == labels[in_known]).mean()) if in_known.any() else math.nan,
+           "healthy_called_healthy": float((answered[healthy] == HEALTHY).mean()) if healthy.any() else math.nan,
+           "ece": expected_calibration_error(conf[in_known], (top[in_known] == labels[in_known]).astype(float)),
+           "n_faulty": int(faulty_known.sum()), "n_healthy": int(healthy.sum())}
+    unseen = ~in_known
+    if unseen.any():
+        out["unseen_called_unknown"] = float((answered[unseen] == UNKNOWN).mean())
+        out["unseen_called_healthy"] = float((answered[unseen] == HEALTHY).mean())
+        out["n_unseen"] = int(unseen.sum())
+    return out
+
+
+def split_runs(examples: pd.DataFrame, test_share: float = 0.3, seed: int = 0) -> tuple[set[str], set[str]]:
+    """Held-out runs, stratified by fault: their seeds and sampled configurations are never trained on."""
+    runs = examples.drop_duplicates("run_id")[["run_id", "fault"]]
+    rng = np.random.default_rng(seed)
+    test: set[str] = set()
+    for _, group in runs.groupby("fault"):
+        ids = sorted(group["run_id"])
+        k = int(round(len(ids) * test_share))
+        test |= set(rng.choice(ids, size=k, replace=False)) if k else set()
+    return set(runs["run_id"]) - test, test
+
+
+def json_safe(obj: Any) -> Any:
+    return json.loads(json.dumps(obj, default=lambda o: o.item() if hasattr(o, "item") else str(o)))
