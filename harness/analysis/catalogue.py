@@ -67,6 +67,8 @@ class CatalogueSettings:
     trace_metrics: tuple[str, ...]
     plots: bool
     dataset: bool
+    model: bool = True
+    left_out: bool = True
 
     @classmethod
     def from_cfg(cls, cfg: DictConfig) -> CatalogueSettings:
@@ -78,7 +80,8 @@ class CatalogueSettings:
         root = Path(cfg.results_dir)
         if not (root / "runs").is_dir():
             raise ConfigError(f"no runs under {root}/runs: train some first (python -m harness ...)")
-        return cls(root, int(cfg.n_mc), trace, bool(cfg.plots), bool(cfg.dataset))
+        return cls(root, int(cfg.n_mc), trace, bool(cfg.plots), bool(cfg.dataset), bool(cfg.get("model", True)),
+                   bool(cfg.get("left_out", True)))
 
 
 # ---- windows ----------------------------------------------------------------------------
@@ -344,15 +347,29 @@ SUMMARY_COLUMNS = ("fault", "fault_params", "onset_kind", "algo", "algo_variant"
 
 
 def build(rs: RunSet, n_mc: int = 20000, seed: int = 0, detectors: bool = True,
-          frames: Callable[[str], pd.DataFrame] | None = None) -> pd.DataFrame:
+          frames: Callable[[str], pd.DataFrame] | None = None, catalogue_dir: Path | None = None) -> pd.DataFrame:
     rng = np.random.default_rng(seed)
     cat = pd.DataFrame([row for cell in rs.cells() for row in cell_rows(cell, rs, rng, n_mc, frames)])
     if detectors and not cat.empty:
-        cat = pd.concat([cat, detector_rows(rs, cat)], ignore_index=True)
+        cat = pd.concat([cat, detector_rows(rs, cat, catalogue_dir)], ignore_index=True)
     return cat
 
 
-def detector_rows(rs: RunSet, cat: pd.DataFrame) -> pd.DataFrame:
+def reference_detectors(catalogue_dir: Path | None) -> dict[str, Any]:
+    """The reference detectors to score; ``learned`` when a diagnosis model has been fitted."""
+    out = {}
+    for name, target in REFERENCE.items():
+        if name == "learned":
+            try:
+                out[name] = locate(target)(catalogue=str(catalogue_dir)) if catalogue_dir else None
+            except ConfigError:
+                out[name] = None
+        else:
+            out[name] = locate(target)()
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def detector_rows(rs: RunSet, cat: pd.DataFrame, catalogue_dir: Path | None = None) -> pd.DataFrame:
     """Each reference detector's scores per cell: recall, right cause, false alarms on healthy
     runs and controls, alarms before the onset, and delays (to the first alarm and to the first
     alarm that names the fault), so the rules of thumb are measured next to the signatures."""
@@ -360,11 +377,12 @@ def detector_rows(rs: RunSet, cat: pd.DataFrame) -> pd.DataFrame:
     from harness.detection.scoring import evaluate
 
     runs = dataset.runs_table(rs)
+    runs = runs[runs["origin"] == "catalogue"]
     data = dataset.data_table(rs, runs)
     cells = {c.label: c for c in rs.cells()}
     rows = []
-    for name, target in REFERENCE.items():
-        out = evaluate(locate(target)(), (data, runs), name=name).runs.set_index("run_id")
+    for name, detector in reference_detectors(catalogue_dir).items():
+        out = evaluate(detector, (data, runs), name=name).runs.set_index("run_id")
         for label, cell in cells.items():
             faulty, healthy, controls = (out.loc[ids] for ids in (cell.faulty, cell.healthy, cell.controls))
             rows.append({"cell": label, "kind": "detector", "name": name,
@@ -471,7 +489,7 @@ within twin pairs, Holm-corrected over the metrics of the cell."""
 
 
 def markdown(cat: pd.DataFrame, baselines: pd.DataFrame, plots: dict[str, str], results_dir: str,
-             views: pd.DataFrame | None = None) -> str:
+             views: pd.DataFrame | None = None, model_scores: pd.DataFrame | None = None) -> str:
     out = ["# Fault catalogue", "",
            "Which training bug leaves which metric signature, measured over seeds against healthy twins "
            "and healthy look-alike controls. Regenerate with (the sweep skips stored runs):", "",
@@ -501,6 +519,8 @@ def markdown(cat: pd.DataFrame, baselines: pd.DataFrame, plots: dict[str, str], 
         out.append("")
     if views is not None and not views.empty:
         out += view_markdown(views)
+    if model_scores is not None:
+        out += model_markdown(model_scores)
 
     for _, c in cells.iterrows():
         rows = cat[cat["cell"] == c["cell"]]
@@ -589,15 +609,62 @@ def view_markdown(views: pd.DataFrame) -> list[str]:
     return out
 
 
+def model_markdown(scores: pd.DataFrame) -> list[str]:
+    """The diagnosis model's out-of-sample scores."""
+    if scores.empty:
+        return []
+    out = ["## Diagnosis model (out of sample)", "",
+           "`python -m harness.diagnose` and `detector=learned` use one model per algorithm and framework view, "
+           "fitted on the diverse dataset (python -m harness -m +sweep=dataset). Every score below is on runs the "
+           "model was not fitted on: held-out runs (their seeds and sampled configurations), a whole env held out, "
+           "hyperparameter regions held out, and, for the *unknown* answer, each fault left out of training "
+           "(scored on its runs: the right answer is then \"anomalous, cause unknown\"). Top-1: the answer equals "
+           "the injected fault, on faulty logs of faults the model knows; healthy: healthy logs answered healthy; "
+           "ECE: calibration error of the top-1 probability.", ""]
+    kinds = scores[scores["kind"] != "left-out fault"]
+    out += table(["algo", "view", "held out", "logs", "top-1 (faulty)", "healthy called healthy", "ECE"], [
+        [r["algo"], r["view"], r["protocol"], int(r["n"]), pct(r["top1_faulty"]), pct(r["healthy_called_healthy"]),
+         num(r["ece"], ".3f")] for _, r in kinds.sort_values(["algo", "view", "kind"]).iterrows()])
+    left = scores[scores["kind"] == "left-out fault"]
+    if len(left):
+        out += ["", "Faults left out of training, answered on their own runs (canonical view):", ""]
+        out += table(["algo", "fault left out", "logs", "unknown", "healthy", "another fault"], [
+            [r["algo"], r["protocol"].removeprefix("fault ").removesuffix(" left out"), int(r["n_unseen"]),
+             pct(r["unseen_called_unknown"]), pct(r["unseen_called_healthy"]),
+             pct(1 - r["unseen_called_unknown"] - r["unseen_called_healthy"])] for _, r in left.iterrows()])
+    held = scores[(scores["kind"] == "held-out runs") & (scores["view"] == "canonical")]
+    for _, r in held.iterrows():
+        per = r.get("per_class") or {}
+        out += ["", f"Per fault, held-out {r['algo']} runs (canonical view): right answer, and what it was taken for:", ""]
+        out += table(["label", "logs", "right", "answers"], [
+            [label, v["n"], pct(v["right"]), ", ".join(f"{k} {n}" for k, n in v["answers"].items())]
+            for label, v in sorted(per.items())])
+    out.append("")
+    return out
+
+
 def write(settings: CatalogueSettings) -> dict[str, Path]:
-    """Build and write the catalogue (and dataset); returns the paths written."""
+    """Build and write the catalogue (and dataset, and the diagnosis model); returns the paths written."""
     rs = RunSet.load(settings.results_dir)
     if rs.runs.empty:
         raise ConfigError(f"no complete runs under {settings.results_dir}/runs")
     out_dir = settings.results_dir / "catalogue"
-    cat = build(rs, settings.n_mc)
-    baselines = healthy_baselines(rs)
     written = {}
+    scores = pd.DataFrame()
+    diverse = rs.runs.loc[rs.runs["origin"] == "diverse", "run_id"].tolist()
+    if diverse and settings.model:
+        from harness.analysis.model import fit_and_evaluate
+
+        model_file = out_dir / "model" / "diagnosis.joblib"
+        scores = fit_and_evaluate(settings.results_dir, diverse, model_file, left_out=settings.left_out)
+        atomic_write_parquet(out_dir / "model" / "scores.parquet",
+                             scores.assign(per_class=scores.get("per_class", pd.Series(dtype=object)).map(
+                                 lambda v: json.dumps(v) if isinstance(v, dict) else None)))
+        written["model"] = model_file
+    elif settings.model:
+        print("no runs of the diverse dataset (python -m harness -m +sweep=dataset): no diagnosis model fitted")
+    cat = build(rs, settings.n_mc, catalogue_dir=out_dir)
+    baselines = healthy_baselines(rs)
     plots: dict[str, str] = {}
     if settings.plots and not cat.empty:
         from harness.analysis import plots as plotting
@@ -612,7 +679,7 @@ def write(settings: CatalogueSettings) -> dict[str, Path]:
         atomic_write_parquet(out_dir / "backends.parquet", agreement)
         written["backends"] = out_dir / "backends.parquet"
     atomic_write_bytes(out_dir / "CATALOGUE.md",
-                       markdown(cat, baselines, plots, str(settings.results_dir)).encode())
+                       markdown(cat, baselines, plots, str(settings.results_dir), model_scores=scores).encode())
     written["markdown"] = out_dir / "CATALOGUE.md"
     if settings.dataset:
         from harness.analysis import dataset

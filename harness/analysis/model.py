@@ -173,7 +173,8 @@ def fit(examples: pd.DataFrame, algo: str, view: str, seed: int = 0) -> Diagnosi
     estimator.fit(X, data["label"].to_numpy())
     return DiagnosisModel(algo=algo, view=view, columns=columns, classes=list(estimator.classes_),
                           estimator=estimator, info={"n_examples": len(data), "n_runs": data["run_id"].nunique(),
-                                                     "classes": {str(k): int(v) for k, v in counts.items()}})
+                                                     "classes": {str(k): int(v) for k, v in counts.items()},
+                                                     "run_ids": sorted(data["run_id"].unique())})
 
 
 # ---- scores -----------------------------------------------------------------------------
@@ -235,3 +236,153 @@ def split_runs(examples: pd.DataFrame, test_share: float = 0.3, seed: int = 0) -
 
 def json_safe(obj: Any) -> Any:
     return json.loads(json.dumps(obj, default=lambda o: o.item() if hasattr(o, "item") else str(o)))
+
+
+# ---- protocols: what is held out -----------------------------------------------------------
+
+#: hyperparameter regions left out of training (sampled base values; a misconfigured fault's bad
+#: value does not move a run between regions)
+REGIONS = {
+    "ppo": {"lr > 1e-3": ("lr", lambda v: v > 1e-3), "n_epochs >= 8": ("n_epochs", lambda v: v >= 8),
+            "num_envs >= 32": ("num_envs", lambda v: v >= 32)},
+    "grpo": {"group_size >= 12": ("group_size", lambda v: v >= 12),
+             "num_iterations >= 3": ("num_iterations", lambda v: v >= 3), "beta == 0": ("beta", lambda v: v == 0)},
+}
+HELD_OUT_ENV = {"ppo": "acrobot", "grpo": None}
+
+
+@dataclass(frozen=True)
+class Protocol:
+    name: str
+    kind: str                 # held-out runs | held-out env | held-out region | left-out fault
+    test: frozenset[str]      # run ids tested (never trained on)
+    excluded_fault: str | None = None
+
+
+def protocols(examples: pd.DataFrame, algo: str, seed: int = 0, left_out: bool = True) -> list[Protocol]:
+    runs = examples[examples["algo"] == algo].drop_duplicates("run_id")
+    out = [Protocol("held-out runs (30%, stratified by fault)", "held-out runs",
+                    frozenset(split_runs(examples[examples["algo"] == algo], seed=seed)[1]))]
+    env = HELD_OUT_ENV.get(algo)
+    if env and (runs["env"] == env).any() and (runs["env"] != env).any():
+        out.append(Protocol(f"env {env} held out", "held-out env", frozenset(runs.loc[runs["env"] == env, "run_id"])))
+    for name, (key, test) in REGIONS.get(algo, {}).items():
+        col = f"space.{key}"
+        if col in runs:
+            inside = runs[col].map(lambda v: bool(test(v)) if pd.notna(v) else False)
+            if inside.any() and (~inside).any():
+                out.append(Protocol(f"region {name} held out", "held-out region", frozenset(runs.loc[inside, "run_id"])))
+    if left_out:
+        for fault in sorted(set(runs["fault"]) - {"none"}):
+            out.append(Protocol(f"fault {fault} left out", "left-out fault",
+                                frozenset(runs.loc[runs["fault"] == fault, "run_id"]), excluded_fault=fault))
+    return out
+
+
+def run_protocol(examples: pd.DataFrame, algo: str, view: str, protocol: Protocol, seed: int = 0) -> dict[str, Any]:
+    data = examples[(examples["algo"] == algo) & (examples["view"] == view)]
+    train = data[~data["run_id"].isin(protocol.test)]
+    if protocol.excluded_fault:
+        train = train[train["fault"] != protocol.excluded_fault]
+    test = data[data["run_id"].isin(protocol.test) & (data["prefix"] == 1.0)]
+    model = fit(train, algo, view, seed=seed)
+    known = set(model.classes)
+    result = {"algo": algo, "view": view, "protocol": protocol.name, "kind": protocol.kind,
+              **score(model, test, known)}
+    if protocol.kind == "held-out runs":     # per-class accuracy and what each fault was taken for
+        probs = model.probabilities(test)
+        result["per_class"] = per_class(test["label"].to_numpy(), model.answers(probs))
+    return result
+
+
+def per_class(labels: np.ndarray, answers: Sequence[str]) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for label in sorted(set(labels)):
+        sel = labels == label
+        got = pd.Series(np.array(answers)[sel]).value_counts()
+        out[str(label)] = {"n": int(sel.sum()), "right": float((np.array(answers)[sel] == label).mean()),
+                           "answers": {str(k): int(v) for k, v in got.items()}}
+    return out
+
+
+def fit_models(examples: pd.DataFrame, seed: int = 0) -> dict[tuple[str, str], DiagnosisModel]:
+    models = {}
+    for algo, views in VIEWS.items():
+        for view in views:
+            part = examples[(examples["algo"] == algo) & (examples["view"] == view)]
+            if part["label"].nunique() >= 2:
+                models[(algo, view)] = fit(part, algo, view, seed=seed)
+    return models
+
+
+def save_models(models: dict[tuple[str, str], DiagnosisModel], path: Path, card: dict[str, Any]) -> None:
+    import io
+
+    import joblib
+    import sklearn
+
+    from harness.store import atomic_write_bytes, atomic_write_json
+
+    buf = io.BytesIO()
+    joblib.dump({"sklearn": sklearn.__version__, "feature_version": FEATURE_VERSION, "models": models}, buf,
+                compress=3)
+    atomic_write_bytes(path, buf.getvalue())
+    atomic_write_json(path.with_name("model_card.json"), json_safe(card))
+
+
+def load_models(path: Path) -> dict[tuple[str, str], DiagnosisModel]:
+    import joblib
+    import sklearn
+
+    from harness.config import ConfigError
+
+    if not path.exists():
+        raise ConfigError(f"no diagnosis model at {path}: build it with python -m harness.catalogue "
+                          "(it needs the diverse dataset: python -m harness -m +sweep=dataset)")
+    try:
+        bundle = joblib.load(path)
+    except Exception as exc:  # noqa: BLE001 - a corrupt or foreign file
+        raise ConfigError(f"the diagnosis model at {path} cannot be read ({type(exc).__name__}): rebuild it "
+                          "with python -m harness.catalogue") from None
+    if bundle.get("sklearn") != sklearn.__version__ or bundle.get("feature_version") != FEATURE_VERSION:
+        raise ConfigError(f"the diagnosis model at {path} was built with scikit-learn {bundle.get('sklearn')} and "
+                          f"features v{bundle.get('feature_version')}; this is {sklearn.__version__} / "
+                          f"v{FEATURE_VERSION}: rebuild it with python -m harness.catalogue")
+    return bundle["models"]
+
+
+# ---- the catalogue's step: fit, score out of sample, save --------------------------------------
+
+def fit_and_evaluate(root: Path, run_ids: Sequence[str], out_path: Path, progress: Callable[[str], None] = print,
+                     n_jobs: int = -1, left_out: bool = True, seed: int = 0) -> pd.DataFrame:
+    """Build the examples of the diverse runs, score every protocol out of sample, fit the final
+    models on all runs and save them with a model card. Returns the protocol scores (one row per
+    algorithm, view and protocol)."""
+    import time
+
+    from joblib import Parallel, delayed
+
+    start = time.perf_counter()
+    examples = build_examples(root, run_ids, n_jobs=n_jobs, cache=out_path.with_name("examples.parquet"),
+                              progress=progress)
+    jobs = [(algo, view, p) for algo, views in VIEWS.items() if (examples["algo"] == algo).any()
+            for p in protocols(examples, algo, seed=seed, left_out=left_out) for view in views
+            if (p.kind != "left-out fault" or view == "canonical")]
+    progress(f"diagnosis model: {len(examples)} examples from {len(run_ids)} runs; scoring {len(jobs)} "
+             "held-out fits")
+    results = Parallel(n_jobs=n_jobs)(delayed(run_protocol)(examples, a, v, p, seed) for a, v, p in jobs)
+    scores = pd.DataFrame(results)
+    models = fit_models(examples, seed=seed)
+    for (algo, view), model in models.items():
+        held = scores[(scores["algo"] == algo) & (scores["view"] == view) & (scores["kind"] == "held-out runs")]
+        if len(held):
+            model.info["out_of_sample"] = {k: float(held.iloc[0][k]) for k in
+                                           ("top1_faulty", "healthy_called_healthy", "ece")}
+    card = {"trained_on_runs": len(run_ids), "examples": len(examples), "views": VIEWS,
+            "models": {f"{a}/{v}": {k: m.info[k] for k in ("n_examples", "n_runs", "classes")} | {
+                "out_of_sample": m.info.get("out_of_sample")} for (a, v), m in models.items()},
+            "protocols": scores.drop(columns=["per_class"], errors="ignore").to_dict("records"),
+            "seconds": round(time.perf_counter() - start, 1)}
+    save_models(models, out_path, card)
+    progress(f"diagnosis model: {len(models)} models fitted and scored in {card['seconds']} s -> {out_path}")
+    return scores

@@ -1,84 +1,48 @@
-"""``python -m harness.diagnose log=PATH [profile=auto]``: which known bug does my run look like?
+"""Diagnosis of a training log: healthy, one of the known faults, or "anomalous, cause unknown".
 
 The log is read and put in canonical form by :mod:`harness.logs` (every format a PPO/GRPO user
-has, the dialect detected from its names); this module evaluates the signatures the log's
-metrics allow and ranks the catalogue's faults by how well their measured signature rates explain what fired
-and what did not (a smoothed likelihood ratio against healthy runs of the same algorithm;
-a signature that did not fire counts half, since a log is partial). Prints the evidence;
-``format=json`` prints the ranking as JSON.
+has, the dialect detected from its names). Its window features (:mod:`harness.analysis.features`)
+go to the model fitted by ``python -m harness.catalogue`` on the diverse dataset for that
+algorithm and that framework's view (:mod:`harness.analysis.model`), which gives calibrated
+probabilities; the answer follows :func:`harness.analysis.model.answer`. The evidence shown is the
+signatures that fire in the log at their default thresholds, and whether the answer's expected
+signature is among them.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from harness.analysis import signatures
+from harness.analysis.features import features
+from harness.analysis.model import (
+    HEALTHY,
+    UNKNOWN,
+    VIEWS,
+    DiagnosisModel,
+    answer,
+    load_models,
+)
 from harness.config import ConfigError
 from harness.logs import LoadedLog, load_log
+from harness.metrics import CANONICAL
 
-SMOOTH = 0.05        # added to firing rates: no rate is trusted as exactly 0 or 1
-ABSENT_WEIGHT = 0.5  # a signature that did not fire is weaker evidence than one that did
-HEALTHY = "healthy"
-
-
-def log_signatures(log: LoadedLog, meta: dict[str, Any]) -> dict[str, signatures.Result]:
-    """The signatures this log can show: those whose metric it has."""
-    readable = {name: sig for name, sig in signatures.SIGNATURES.items()
-                if log.metrics[sig.metric].notna().any()}
-    if "configured_optimizer_steps" not in meta:
-        readable.pop("optimizer_steps_short", None)
-    return signatures.evaluate(log.metrics, meta, onset=0, names=list(readable))
+MODEL_FILE = Path("model") / "diagnosis.joblib"       # inside the catalogue directory
 
 
-@dataclass
-class Candidate:
-    fault: str
-    setup: str
-    score: float
-    evidence: list[dict[str, Any]]
-
-
-def rank(fired: dict[str, signatures.Result], catalogue: pd.DataFrame, algo: str) -> list[Candidate]:
-    sigs = catalogue[(catalogue["kind"] == "signature") & (catalogue["algo"] == algo)]
-    if sigs.empty:
-        raise ConfigError(f"the catalogue has no {algo} cells to compare with")
-    candidates = [Candidate(HEALTHY, "-", 0.0, [])]
-    for cell, rows in sigs.groupby("cell", sort=True):
-        rows = rows.set_index("name")
-        score, evidence = 0.0, []
-        for name, result in fired.items():
-            if name not in rows.index:
-                continue
-            p_f, p_h = float(rows.at[name, "rate_faulty"]), float(rows.at[name, "rate_healthy"])
-            if math.isnan(p_f) or math.isnan(p_h):
-                continue
-            if result.fired:
-                weight = math.log((p_f + SMOOTH) / (p_h + SMOOTH))
-            else:
-                weight = ABSENT_WEIGHT * math.log((1 - p_f + SMOOTH) / (1 - p_h + SMOOTH))
-            score += weight
-            if abs(weight) >= 0.1:
-                evidence.append({"signature": name, "fired": result.fired, "weight": round(weight, 2),
-                                 "rate_faulty": p_f, "rate_healthy": p_h, "seen": result.evidence})
-        evidence.sort(key=lambda e: -abs(e["weight"]))
-        candidates.append(Candidate(rows["fault"].iloc[0], cell.split(" | ")[1], round(score, 3), evidence))
-    candidates.sort(key=lambda c: -c.score)
-    return candidates
-
-
-def load_catalogue(path: str | Path) -> pd.DataFrame:
-    p = Path(path)
-    if p.is_dir():
-        p = p / "catalogue.parquet" if (p / "catalogue.parquet").exists() else p / "catalogue" / "catalogue.parquet"
-    if not p.exists():
-        raise ConfigError(f"no catalogue at {path}: run the sweep and python -m harness.catalogue, "
-                          "or pass catalogue=PATH")
-    return pd.read_parquet(p)
+def model_path(catalogue: str | Path) -> Path:
+    """The diagnosis model of a catalogue directory (or the model file itself)."""
+    p = Path(catalogue)
+    if p.suffix == ".joblib":
+        return p
+    if (p / MODEL_FILE).exists() or p.name == "catalogue":
+        return p / MODEL_FILE
+    return p / "catalogue" / MODEL_FILE
 
 
 def context(log: LoadedLog, n_actions: int | None = None, optimizer_steps: int | None = None) -> dict[str, Any]:
@@ -95,18 +59,68 @@ def context(log: LoadedLog, n_actions: int | None = None, optimizer_steps: int |
     return meta
 
 
-def diagnose_log(log: LoadedLog, catalogue: pd.DataFrame, n_actions: int | None = None,
-                 optimizer_steps: int | None = None) -> list[Candidate]:
-    """Rank the catalogue's faults for a log already in canonical form."""
+def log_signatures(log: LoadedLog, meta: dict[str, Any]) -> dict[str, signatures.Result]:
+    """The signatures this log can show (those whose metric it has), at their default thresholds."""
+    readable = [name for name, sig in signatures.SIGNATURES.items()
+                if sig.metric in log.metrics and log.metrics[sig.metric].notna().any()]
+    if "configured_optimizer_steps" not in meta and "optimizer_steps_short" in readable:
+        readable.remove("optimizer_steps_short")
+    rows = log.metrics if "nonfinite" in log.metrics else log.metrics.assign(nonfinite=0.0)
+    return signatures.evaluate(rows, meta, onset=0, names=readable)
+
+
+@dataclass
+class Diagnosis:
+    answer: str                               # healthy | a fault name | unknown
+    probabilities: dict[str, float]           # every class, most probable first
+    view: str                                 # the model's view
+    model: DiagnosisModel
+    fired: dict[str, signatures.Result] = field(default_factory=dict)
+    expected: dict[str, str] = field(default_factory=dict)    # the answer's expected signature -> what it shows
+
+    @property
+    def probability(self) -> float:
+        return self.probabilities.get(self.answer, math.nan)
+
+
+def pick_model(models: dict[tuple[str, str], DiagnosisModel], algo: str, profile: str) -> DiagnosisModel:
+    """The model of the log's algorithm and framework view (a profile without a model of its own,
+    e.g. a plain CSV, uses the canonical one)."""
+    view = profile if profile in VIEWS.get(algo, ()) else "canonical"
+    for key in ((algo, view), (algo, "canonical")):
+        if key in models:
+            return models[key]
+    raise ConfigError(f"the diagnosis model has nothing for algo={algo} (it has: "
+                      f"{', '.join(sorted({a for a, _ in models}))}); rebuild it with python -m harness.catalogue")
+
+
+def diagnose_log(log: LoadedLog, models: dict[tuple[str, str], DiagnosisModel], n_actions: int | None = None,
+                 optimizer_steps: int | None = None) -> Diagnosis:
+    """Diagnose a log already in canonical form."""
+    from faults import FAULTS
+
+    model = pick_model(models, log.algo, log.profile)
+    space = {"type": "discrete", "n": int(n_actions)} if n_actions and model.view == "canonical" else None
+    row = pd.DataFrame([features(log.metrics, CANONICAL, log.algo, log.config, space)])
+    probs = model.probabilities(row).iloc[0].sort_values(ascending=False)
+    result = answer(probs, model.unknown_threshold)
     fired = log_signatures(log, context(log, n_actions, optimizer_steps))
-    if not fired:
-        raise ConfigError("none of the log's mapped metrics feeds a signature: nothing to diagnose")
-    return rank(fired, catalogue, log.algo)
+    expected = {}
+    if result in FAULTS:
+        for name in FAULTS[result].expected:
+            res = fired.get(name)
+            expected[name] = ("not in this log" if res is None or not res.evaluable
+                              else ("fired: " if res.fired else "did not fire: ") + res.evidence)
+    return Diagnosis(result, {str(k): float(v) for k, v in probs.items()}, model.view, model,
+                     {k: v for k, v in fired.items() if v.fired}, expected)
 
 
-def diagnose(log_path: str | Path, profile: str | dict[str, Any] = "auto", catalogue: pd.DataFrame | None = None,
+def diagnose(log_path: str | Path, profile: str | dict[str, Any] = "auto", catalogue: str | Path = "results/catalogue",
              algo: str | None = None, n_actions: int | None = None, optimizer_steps: int | None = None,
-             run: str | None = None, config: dict[str, Any] | None = None) -> tuple[LoadedLog, list[Candidate]]:
-    """Read any supported log (:func:`harness.logs.load_log`) and rank the catalogue's faults."""
+             run: str | None = None, config: dict[str, Any] | None = None) -> tuple[LoadedLog, Diagnosis]:
+    """Read any supported log (:func:`harness.logs.load_log`) and diagnose it."""
     log = load_log(log_path, profile, run=run, config=config, algo=algo)
-    return log, diagnose_log(log, catalogue, n_actions, optimizer_steps)
+    return log, diagnose_log(log, load_models(model_path(catalogue)), n_actions, optimizer_steps)
+
+
+__all__ = ["HEALTHY", "UNKNOWN", "Diagnosis", "diagnose", "diagnose_log", "log_signatures", "model_path"]

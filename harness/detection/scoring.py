@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -97,6 +97,7 @@ class Evaluation:
     scores: pd.DataFrame      # per fault x setup, healthy and control rows, overall
     confusion: pd.DataFrame   # injected fault x named fault (run counts)
     symptoms: pd.DataFrame    # per symptom: share of faulty / healthy / control runs it fired on
+    excluded: list[str] = field(default_factory=list)   # runs the detector was fitted on (not scored)
 
     def score(self, fault: str, setup: str | None = None) -> pd.Series:
         rows = self.scores[(self.scores["group"] == fault)
@@ -153,7 +154,11 @@ def evaluate(detector: Detector, dataset: str | Path | tuple[pd.DataFrame, pd.Da
         raise ConfigError(f"{type(detector).__name__} is not a detector: it needs reset(run_info) and "
                           "update(update_index, metrics)")
     data, runs = load_dataset(dataset) if isinstance(dataset, (str, Path)) else dataset
-    by_run = dict(tuple(data.sort_values(["run_id", "update"]).groupby("run_id", sort=False)))
+    trained_on = set(getattr(detector, "trained_on", ()) or ())
+    excluded = runs[runs["run_id"].isin(trained_on)]["run_id"].tolist()
+    runs = runs[~runs["run_id"].isin(trained_on)]     # a fitted detector is scored out of sample only
+    by_run = dict(tuple(data[data["run_id"].isin(runs["run_id"])].sort_values(["run_id", "update"])
+                        .groupby("run_id", sort=False)))
     outcomes, alarm_rows = [], []
     for _, run in runs.iterrows():
         alarms = stream(detector, run_info(run), by_run[run["run_id"]])
@@ -170,7 +175,7 @@ def evaluate(detector: Detector, dataset: str | Path | tuple[pd.DataFrame, pd.Da
         fired = out["symptoms"].map(lambda ss, s=symptom: s in ss)
         symptom_rows.append({"symptom": symptom, **{f"rate_{k}": share(fired[kinds == k]) for k in
                                                     ("faulty", "healthy", "control")}})
-    return Evaluation(detector=name or getattr(detector, "name", type(detector).__name__), runs=out,
+    return Evaluation(detector=name or getattr(detector, "name", type(detector).__name__), runs=out, excluded=excluded,
                       alarms=pd.DataFrame(alarm_rows, columns=["run_id", "update", "symptom", "fault", "score"]),
                       scores=pd.DataFrame(_score_rows(out)), confusion=confusion,
                       symptoms=pd.DataFrame(symptom_rows, columns=["symptom", "rate_faulty", "rate_healthy",
@@ -184,7 +189,9 @@ def _fmt(x: Any) -> str:
 
 
 def markdown(ev: Evaluation, dataset: str) -> str:
-    lines = [f"# Detector evaluation: {ev.detector}", "", f"Dataset: `{dataset}`; {len(ev.runs)} runs.", "",
+    lines = [f"# Detector evaluation: {ev.detector}", "", f"Dataset: `{dataset}`; {len(ev.runs)} runs"
+             + (f" ({len(ev.excluded)} runs the detector was fitted on are left out: scored out of sample only)"
+                if ev.excluded else "") + ".", "",
              "Recall: faulty runs with an alarm at or after the onset. Correct cause: faulty runs whose "
              "strongest alarm names the injected fault. False alarm rate: healthy runs (or look-alike "
              "controls) with any alarm. Before onset: faulty runs alarmed before the fault switched on. "
