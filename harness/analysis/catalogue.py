@@ -69,6 +69,7 @@ class CatalogueSettings:
     dataset: bool
     model: bool = True
     left_out: bool = True
+    model_kind: str = "boosting"
 
     @classmethod
     def from_cfg(cls, cfg: DictConfig) -> CatalogueSettings:
@@ -80,8 +81,13 @@ class CatalogueSettings:
         root = Path(cfg.results_dir)
         if not (root / "runs").is_dir():
             raise ConfigError(f"no runs under {root}/runs: train some first (python -m harness ...)")
+        from harness.analysis.model import KINDS
+
+        kind = str(cfg.get("model_kind", "boosting"))
+        if kind not in KINDS:
+            raise ConfigError(f"model_kind={kind!r}; valid choices: {', '.join(KINDS)}")
         return cls(root, int(cfg.n_mc), trace, bool(cfg.plots), bool(cfg.dataset), bool(cfg.get("model", True)),
-                   bool(cfg.get("left_out", True)))
+                   bool(cfg.get("left_out", True)), kind)
 
 
 # ---- windows ----------------------------------------------------------------------------
@@ -656,7 +662,8 @@ def write(settings: CatalogueSettings) -> dict[str, Path]:
         from harness.analysis.model import fit_and_evaluate
 
         model_file = out_dir / "model" / "diagnosis.joblib"
-        scores = fit_and_evaluate(settings.results_dir, diverse, model_file, left_out=settings.left_out)
+        scores = fit_and_evaluate(settings.results_dir, diverse, model_file, left_out=settings.left_out,
+                                  kind=settings.model_kind)
         atomic_write_parquet(out_dir / "model" / "scores.parquet",
                              scores.assign(per_class=scores.get("per_class", pd.Series(dtype=object)).map(
                                  lambda v: json.dumps(v) if isinstance(v, dict) else None)))

@@ -118,16 +118,39 @@ def feature_columns(examples: pd.DataFrame) -> list[str]:
 
 # ---- the model --------------------------------------------------------------------------
 
-def make_estimator(kind: str = "boosting", seed: int = 0):
-    """The classifier: gradient-boosted trees (native NaN handling), Platt-calibrated on CV folds."""
-    from sklearn.calibration import CalibratedClassifierCV
-    from sklearn.ensemble import HistGradientBoostingClassifier
+def _signed_log(X: np.ndarray) -> np.ndarray:
+    return np.sign(X) * np.log1p(np.abs(X))
 
-    if kind != "boosting":
-        raise ValueError(f"unknown model kind {kind!r}")
-    trees = HistGradientBoostingClassifier(max_iter=120, learning_rate=0.08, max_leaf_nodes=15, min_samples_leaf=4,
-                                           l2_regularization=1.0, random_state=seed)
-    return CalibratedClassifierCV(trees, method="sigmoid", cv=3)
+
+#: the model families compared out of sample (the catalogue's ``model_kind`` picks one)
+KINDS = ("boosting", "extratrees", "logistic")
+
+
+def make_estimator(kind: str = "boosting", seed: int = 0):
+    """A classifier with calibrated probabilities (Platt scaling on 3 cross-validation folds):
+    ``boosting`` (gradient-boosted trees, native missing values), ``extratrees`` (extremely
+    randomised trees, missing values as a sentinel), ``logistic`` (L2 multinomial logistic
+    regression on signed-log, standardised features with missing-value indicators)."""
+    from sklearn.calibration import CalibratedClassifierCV
+    from sklearn.ensemble import ExtraTreesClassifier, HistGradientBoostingClassifier
+    from sklearn.impute import SimpleImputer
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import FunctionTransformer, StandardScaler
+
+    if kind == "boosting":
+        base = HistGradientBoostingClassifier(max_iter=80, learning_rate=0.1, max_leaf_nodes=15, min_samples_leaf=4,
+                                              l2_regularization=1.0, random_state=seed)
+    elif kind == "extratrees":
+        base = make_pipeline(SimpleImputer(strategy="constant", fill_value=-1e13, keep_empty_features=True),
+                             ExtraTreesClassifier(n_estimators=200, min_samples_leaf=1, random_state=seed))
+    elif kind == "logistic":
+        return make_pipeline(SimpleImputer(strategy="median", add_indicator=True, keep_empty_features=True),
+                             FunctionTransformer(_signed_log), StandardScaler(),
+                             LogisticRegression(C=0.5, max_iter=3000))
+    else:
+        raise ValueError(f"unknown model kind {kind!r}; valid: {', '.join(KINDS)}")
+    return CalibratedClassifierCV(base, method="sigmoid", cv=3)
 
 
 @dataclass
@@ -163,18 +186,21 @@ def answer(probs: pd.Series, threshold: float) -> str:
     return UNKNOWN if p_healthy < 0.5 else HEALTHY
 
 
-def fit(examples: pd.DataFrame, algo: str, view: str, seed: int = 0) -> DiagnosisModel:
+def fit(examples: pd.DataFrame, algo: str, view: str, seed: int = 0, kind: str = "boosting") -> DiagnosisModel:
     data = examples[(examples["algo"] == algo) & (examples["view"] == view)]
-    columns = feature_columns(data)
+    columns = [c for c in feature_columns(data) if data[c].notna().any()]   # a view's missing metrics drop out
     counts = data["label"].value_counts()
     data = data[data["label"].isin(counts[counts >= 6].index)]     # CV needs a few examples per class
-    estimator = make_estimator(seed=seed)
+    from threadpoolctl import threadpool_limits
+
+    estimator = make_estimator(kind, seed=seed)
     X = np.clip(data[columns].to_numpy(dtype=float), -1e12, 1e12)
-    estimator.fit(X, data["label"].to_numpy())
+    with threadpool_limits(1):       # fits run in parallel processes: one thread each
+        estimator.fit(X, data["label"].to_numpy())
     return DiagnosisModel(algo=algo, view=view, columns=columns, classes=list(estimator.classes_),
                           estimator=estimator, info={"n_examples": len(data), "n_runs": data["run_id"].nunique(),
                                                      "classes": {str(k): int(v) for k, v in counts.items()},
-                                                     "run_ids": sorted(data["run_id"].unique())})
+                                                     "run_ids": sorted(data["run_id"].unique()), "kind": kind})
 
 
 # ---- scores -----------------------------------------------------------------------------
@@ -279,15 +305,16 @@ def protocols(examples: pd.DataFrame, algo: str, seed: int = 0, left_out: bool =
     return out
 
 
-def run_protocol(examples: pd.DataFrame, algo: str, view: str, protocol: Protocol, seed: int = 0) -> dict[str, Any]:
+def run_protocol(examples: pd.DataFrame, algo: str, view: str, protocol: Protocol, seed: int = 0,
+                 kind: str = "boosting") -> dict[str, Any]:
     data = examples[(examples["algo"] == algo) & (examples["view"] == view)]
     train = data[~data["run_id"].isin(protocol.test)]
     if protocol.excluded_fault:
         train = train[train["fault"] != protocol.excluded_fault]
     test = data[data["run_id"].isin(protocol.test) & (data["prefix"] == 1.0)]
-    model = fit(train, algo, view, seed=seed)
+    model = fit(train, algo, view, seed=seed, kind=kind)
     known = set(model.classes)
-    result = {"algo": algo, "view": view, "protocol": protocol.name, "kind": protocol.kind,
+    result = {"algo": algo, "view": view, "protocol": protocol.name, "kind": protocol.kind, "model_kind": kind,
               **score(model, test, known)}
     if protocol.kind == "held-out runs":     # per-class accuracy and what each fault was taken for
         probs = model.probabilities(test)
@@ -305,13 +332,13 @@ def per_class(labels: np.ndarray, answers: Sequence[str]) -> dict[str, dict[str,
     return out
 
 
-def fit_models(examples: pd.DataFrame, seed: int = 0) -> dict[tuple[str, str], DiagnosisModel]:
+def fit_models(examples: pd.DataFrame, seed: int = 0, kind: str = "boosting") -> dict[tuple[str, str], DiagnosisModel]:
     models = {}
     for algo, views in VIEWS.items():
         for view in views:
             part = examples[(examples["algo"] == algo) & (examples["view"] == view)]
             if part["label"].nunique() >= 2:
-                models[(algo, view)] = fit(part, algo, view, seed=seed)
+                models[(algo, view)] = fit(part, algo, view, seed=seed, kind=kind)
     return models
 
 
@@ -354,7 +381,7 @@ def load_models(path: Path) -> dict[tuple[str, str], DiagnosisModel]:
 # ---- the catalogue's step: fit, score out of sample, save --------------------------------------
 
 def fit_and_evaluate(root: Path, run_ids: Sequence[str], out_path: Path, progress: Callable[[str], None] = print,
-                     n_jobs: int = -1, left_out: bool = True, seed: int = 0) -> pd.DataFrame:
+                     n_jobs: int = -1, left_out: bool = True, seed: int = 0, kind: str = "boosting") -> pd.DataFrame:
     """Build the examples of the diverse runs, score every protocol out of sample, fit the final
     models on all runs and save them with a model card. Returns the protocol scores (one row per
     algorithm, view and protocol)."""
@@ -370,9 +397,9 @@ def fit_and_evaluate(root: Path, run_ids: Sequence[str], out_path: Path, progres
             if (p.kind != "left-out fault" or view == "canonical")]
     progress(f"diagnosis model: {len(examples)} examples from {len(run_ids)} runs; scoring {len(jobs)} "
              "held-out fits")
-    results = Parallel(n_jobs=n_jobs)(delayed(run_protocol)(examples, a, v, p, seed) for a, v, p in jobs)
+    results = Parallel(n_jobs=n_jobs)(delayed(run_protocol)(examples, a, v, p, seed, kind) for a, v, p in jobs)
     scores = pd.DataFrame(results)
-    models = fit_models(examples, seed=seed)
+    models = fit_models(examples, seed=seed, kind=kind)
     for (algo, view), model in models.items():
         held = scores[(scores["algo"] == algo) & (scores["view"] == view) & (scores["kind"] == "held-out runs")]
         if len(held):
