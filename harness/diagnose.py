@@ -56,9 +56,9 @@ def describe(log: LoadedLog, cfg: DictConfig) -> list[str]:
 
 def verdict(d: Diagnosis) -> str:
     if d.answer == UNKNOWN:
-        return (f"anomalous, cause unknown (P(healthy) = {d.probabilities.get('healthy', 0):.2f}; no known fault "
-                f"reaches {d.model.unknown_threshold:.2f})")
-    return f"{d.answer} (P = {d.probability:.2f})"
+        return (f"anomalous, cause unknown (P(anomalous) = {d.anomalous:.2f}; no known fault reaches "
+                f"{d.model.unknown_threshold:.2f})")
+    return f"{d.answer} (P = {d.probability:.2f}; P(anomalous) = {d.anomalous:.2f})"
 
 
 def report(d: Diagnosis, top: int) -> list[str]:
@@ -87,6 +87,7 @@ def app(cfg: DictConfig) -> None:
         ranking = [{"fault": k, "probability": v, "score": v} for k, v in list(d.probabilities.items())[: cfg.top]]
         print(json.dumps({"log": str(cfg.log), "profile": log.profile, "detected": log.detected, "algo": log.algo,
                           "view": d.view, "answer": d.answer, "probability": d.probability,
+                          "anomalous": d.anomalous,
                           "probabilities": d.probabilities, "ranking": ranking,
                           "expected_signature": d.expected,
                           "fired": {n: r.evidence for n, r in d.fired.items()}}, indent=2))

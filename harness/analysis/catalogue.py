@@ -69,7 +69,7 @@ class CatalogueSettings:
     dataset: bool
     model: bool = True
     left_out: bool = True
-    model_kind: str = "boosting"
+    model_kind: str = "logistic"
 
     @classmethod
     def from_cfg(cls, cfg: DictConfig) -> CatalogueSettings:
@@ -83,7 +83,7 @@ class CatalogueSettings:
             raise ConfigError(f"no runs under {root}/runs: train some first (python -m harness ...)")
         from harness.analysis.model import KINDS
 
-        kind = str(cfg.get("model_kind", "boosting"))
+        kind = str(cfg.get("model_kind", "logistic"))
         if kind not in KINDS:
             raise ConfigError(f"model_kind={kind!r}; valid choices: {', '.join(KINDS)}")
         return cls(root, int(cfg.n_mc), trace, bool(cfg.plots), bool(cfg.dataset), bool(cfg.get("model", True)),

@@ -128,8 +128,8 @@ KINDS = ("boosting", "extratrees", "logistic")
 
 def make_estimator(kind: str = "boosting", seed: int = 0):
     """A classifier with calibrated probabilities (Platt scaling on 3 cross-validation folds):
-    ``boosting`` (gradient-boosted trees, native missing values), ``extratrees`` (extremely
-    randomised trees, missing values as a sentinel), ``logistic`` (L2 multinomial logistic
+    ``boosting`` (gradient-boosted trees), ``extratrees`` (extremely randomised trees) -- both with
+    a missing value as a sentinel far below any real one --, ``logistic`` (L2 multinomial logistic
     regression on signed-log, standardised features with missing-value indicators)."""
     from sklearn.calibration import CalibratedClassifierCV
     from sklearn.ensemble import ExtraTreesClassifier, HistGradientBoostingClassifier
@@ -138,12 +138,13 @@ def make_estimator(kind: str = "boosting", seed: int = 0):
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import FunctionTransformer, StandardScaler
 
+    missing = SimpleImputer(strategy="constant", fill_value=-1e13, keep_empty_features=True)   # absent: far below
     if kind == "boosting":
-        base = HistGradientBoostingClassifier(max_iter=80, learning_rate=0.1, max_leaf_nodes=15, min_samples_leaf=4,
-                                              l2_regularization=1.0, random_state=seed)
+        base = make_pipeline(missing, HistGradientBoostingClassifier(
+            max_iter=80, learning_rate=0.1, max_leaf_nodes=15, min_samples_leaf=4, l2_regularization=1.0,
+            random_state=seed))
     elif kind == "extratrees":
-        base = make_pipeline(SimpleImputer(strategy="constant", fill_value=-1e13, keep_empty_features=True),
-                             ExtraTreesClassifier(n_estimators=200, min_samples_leaf=1, random_state=seed))
+        base = make_pipeline(missing, ExtraTreesClassifier(n_estimators=200, min_samples_leaf=1, random_state=seed))
     elif kind == "logistic":
         return make_pipeline(SimpleImputer(strategy="median", add_indicator=True, keep_empty_features=True),
                              FunctionTransformer(_signed_log), StandardScaler(),
@@ -161,29 +162,49 @@ class DiagnosisModel:
     view: str
     columns: list[str]
     classes: list[str]
-    estimator: Any
+    estimator: Any                   # healthy / each fault
+    anomaly: Any = None              # healthy vs any fault: how far from healthy, whatever the cause
     unknown_threshold: float = 0.35
+    anomaly_threshold: float = 0.5   # fitted: the 90th percentile of P(anomalous) on healthy training logs
     info: dict[str, Any] = field(default_factory=dict)
 
-    def probabilities(self, rows: pd.DataFrame) -> pd.DataFrame:
+    def _X(self, rows: pd.DataFrame) -> np.ndarray:
         X = rows.reindex(columns=self.columns).to_numpy(dtype=float)
-        X = np.clip(np.nan_to_num(X, nan=np.nan, posinf=1e12, neginf=-1e12), -1e12, 1e12)
-        return pd.DataFrame(self.estimator.predict_proba(X), columns=list(self.estimator.classes_),
+        return np.clip(np.nan_to_num(X, nan=np.nan, posinf=1e12, neginf=-1e12), -1e12, 1e12)
+
+    def probabilities(self, rows: pd.DataFrame) -> pd.DataFrame:
+        return pd.DataFrame(self.estimator.predict_proba(self._X(rows)), columns=list(self.estimator.classes_),
                             index=rows.index)
 
-    def answers(self, probs: pd.DataFrame) -> list[str]:
-        return [answer(row, self.unknown_threshold) for _, row in probs.iterrows()]
+    def anomalous(self, rows: pd.DataFrame) -> np.ndarray:
+        """P(not healthy) from the anomaly head (from the classes when there is none)."""
+        if self.anomaly is None:
+            return 1.0 - self.probabilities(rows).get(HEALTHY, pd.Series(0.0, index=rows.index)).to_numpy()
+        classes = list(self.anomaly.classes_)
+        return self.anomaly.predict_proba(self._X(rows))[:, classes.index(1)]
+
+    def answers(self, probs: pd.DataFrame, anomalous: np.ndarray | None = None) -> list[str]:
+        anomalous = 1.0 - probs.get(HEALTHY, 0.0).to_numpy() if anomalous is None else anomalous
+        return [answer(row, self.unknown_threshold, float(a), self.anomaly_threshold)
+                for (_, row), a in zip(probs.iterrows(), anomalous)]
+
+    def diagnose(self, rows: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray, list[str]]:
+        probs = self.probabilities(rows)
+        anomalous = self.anomalous(rows)
+        return probs, anomalous, self.answers(probs, anomalous)
 
 
-def answer(probs: pd.Series, threshold: float) -> str:
+def answer(probs: pd.Series, threshold: float, anomalous: float | None = None, anomaly_threshold: float = 0.5) -> str:
+    """The answer from the class probabilities and P(anomalous): a known fault when it is the most
+    probable class with probability >= ``threshold``; else "unknown" when the run looks anomalous
+    (P(anomalous) >= ``anomaly_threshold``), else healthy."""
     top = str(probs.idxmax())
     p_top = float(probs.max())
-    p_healthy = float(probs.get(HEALTHY, 0.0))
-    if top == HEALTHY and p_top >= 0.5:
-        return HEALTHY
+    if anomalous is None:
+        anomalous = 1.0 - float(probs.get(HEALTHY, 0.0))
     if top != HEALTHY and p_top >= threshold:
         return top
-    return UNKNOWN if p_healthy < 0.5 else HEALTHY
+    return UNKNOWN if anomalous >= anomaly_threshold else HEALTHY
 
 
 def fit(examples: pd.DataFrame, algo: str, view: str, seed: int = 0, kind: str = "boosting") -> DiagnosisModel:
@@ -195,12 +216,31 @@ def fit(examples: pd.DataFrame, algo: str, view: str, seed: int = 0, kind: str =
 
     estimator = make_estimator(kind, seed=seed)
     X = np.clip(data[columns].to_numpy(dtype=float), -1e12, 1e12)
+    anomaly = make_estimator(kind, seed=seed)
+    is_anomalous = (data["label"] != HEALTHY).to_numpy().astype(int)
     with threadpool_limits(1):       # fits run in parallel processes: one thread each
         estimator.fit(X, data["label"].to_numpy())
+        anomaly.fit(X, is_anomalous)
+        threshold = anomaly_threshold(make_estimator(kind, seed=seed), X, is_anomalous, data["run_id"].to_numpy())
     return DiagnosisModel(algo=algo, view=view, columns=columns, classes=list(estimator.classes_),
-                          estimator=estimator, info={"n_examples": len(data), "n_runs": data["run_id"].nunique(),
+                          estimator=estimator, anomaly=anomaly, anomaly_threshold=threshold, info={"n_examples": len(data), "n_runs": data["run_id"].nunique(),
                                                      "classes": {str(k): int(v) for k, v in counts.items()},
                                                      "run_ids": sorted(data["run_id"].unique()), "kind": kind})
+
+
+HEALTHY_ALARMS = 0.1      # share of healthy training logs the anomaly threshold lets through as anomalous
+
+
+def anomaly_threshold(estimator: Any, X: np.ndarray, is_anomalous: np.ndarray, groups: np.ndarray) -> float:
+    """The P(anomalous) above which a log is called anomalous: the (1 - HEALTHY_ALARMS) quantile of
+    out-of-fold predictions on healthy logs (folds by run), never below 0.5."""
+    from sklearn.model_selection import GroupKFold, cross_val_predict
+
+    if is_anomalous.min() == is_anomalous.max() or len(set(groups)) < 3:
+        return 0.5
+    oof = cross_val_predict(estimator, X, is_anomalous, groups=groups, cv=GroupKFold(3), method="predict_proba")[:, 1]
+    healthy = oof[is_anomalous == 0]
+    return float(max(0.5, np.quantile(healthy, 1 - HEALTHY_ALARMS))) if len(healthy) else 0.5
 
 
 # ---- scores -----------------------------------------------------------------------------
@@ -224,8 +264,7 @@ def score(model: DiagnosisModel, test: pd.DataFrame, known: set[str] | None = No
     calibration error of the top-1 probability, and what left-out faults were called."""
     if test.empty:
         return {"n": 0}
-    probs = model.probabilities(test)
-    answers = model.answers(probs)
+    probs, _, answers = model.diagnose(test)
     top = probs.idxmax(axis=1).to_numpy()
     conf = probs.max(axis=1).to_numpy()
     labels = test["label"].to_numpy()
@@ -317,8 +356,7 @@ def run_protocol(examples: pd.DataFrame, algo: str, view: str, protocol: Protoco
     result = {"algo": algo, "view": view, "protocol": protocol.name, "kind": protocol.kind, "model_kind": kind,
               **score(model, test, known)}
     if protocol.kind == "held-out runs":     # per-class accuracy and what each fault was taken for
-        probs = model.probabilities(test)
-        result["per_class"] = per_class(test["label"].to_numpy(), model.answers(probs))
+        result["per_class"] = per_class(test["label"].to_numpy(), model.diagnose(test)[2])
     return result
 
 

@@ -25,7 +25,6 @@ from harness.analysis.model import (
     UNKNOWN,
     VIEWS,
     DiagnosisModel,
-    answer,
     load_models,
 )
 from harness.config import ConfigError
@@ -77,6 +76,7 @@ class Diagnosis:
     model: DiagnosisModel
     fired: dict[str, signatures.Result] = field(default_factory=dict)
     expected: dict[str, str] = field(default_factory=dict)    # the answer's expected signature -> what it shows
+    anomalous: float = math.nan                               # P(not healthy), whatever the cause
 
     @property
     def probability(self) -> float:
@@ -102,8 +102,9 @@ def diagnose_log(log: LoadedLog, models: dict[tuple[str, str], DiagnosisModel], 
     model = pick_model(models, log.algo, log.profile)
     space = {"type": "discrete", "n": int(n_actions)} if n_actions and model.view == "canonical" else None
     row = pd.DataFrame([features(log.metrics, CANONICAL, log.algo, log.config, space)])
-    probs = model.probabilities(row).iloc[0].sort_values(ascending=False)
-    result = answer(probs, model.unknown_threshold)
+    probs_frame, anomalous, answers = model.diagnose(row)
+    probs = probs_frame.iloc[0].sort_values(ascending=False)
+    result = answers[0]
     fired = log_signatures(log, context(log, n_actions, optimizer_steps))
     expected = {}
     if result in FAULTS:
@@ -112,7 +113,7 @@ def diagnose_log(log: LoadedLog, models: dict[tuple[str, str], DiagnosisModel], 
             expected[name] = ("not in this log" if res is None or not res.evaluable
                               else ("fired: " if res.fired else "did not fire: ") + res.evidence)
     return Diagnosis(result, {str(k): float(v) for k, v in probs.items()}, model.view, model,
-                     {k: v for k, v in fired.items() if v.fired}, expected)
+                     {k: v for k, v in fired.items() if v.fired}, expected, float(anomalous[0]))
 
 
 def diagnose(log_path: str | Path, profile: str | dict[str, Any] = "auto", catalogue: str | Path = "results/catalogue",

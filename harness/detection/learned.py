@@ -13,12 +13,10 @@ detector is only ever scored out of sample.
 
 from __future__ import annotations
 
-import math
-
 import pandas as pd
 
 from harness.analysis.features import features
-from harness.analysis.model import HEALTHY, UNKNOWN, answer, load_models
+from harness.analysis.model import HEALTHY, UNKNOWN, load_models
 from harness.detection.base import Alarm, RunInfo
 from harness.detection.diagnosis import model_path
 from harness.metrics import CANONICAL
@@ -49,15 +47,13 @@ class LearnedDetector:
             return []
         frame = pd.DataFrame(self.rows, columns=list(CANONICAL))
         row = pd.DataFrame([features(frame, CANONICAL, self.model.algo, self.config, self.space)])
-        probs = self.model.probabilities(row).iloc[0]
-        healthy = float(probs.get(HEALTHY, 0.0))
-        self.streak = self.streak + 1 if healthy < self.threshold else 0
-        if self.streak < self.patience:
+        probs, anomalous, answers = self.model.diagnose(row)
+        self.streak = self.streak + 1 if anomalous[0] >= self.threshold or answers[0] not in (HEALTHY,) else 0
+        if self.streak < self.patience or answers[0] == HEALTHY:
             return []
-        said = answer(probs, self.model.unknown_threshold)
-        fault = None if said in (HEALTHY, UNKNOWN) else said
-        top = float(probs.drop(HEALTHY, errors="ignore").max()) if len(probs) > 1 else math.nan
-        return [Alarm(f"model: P(healthy) = {healthy:.2f}", fault, top if fault else 1 - healthy)]
+        fault = None if answers[0] == UNKNOWN else answers[0]
+        score = float(probs.iloc[0][fault]) if fault else float(anomalous[0])
+        return [Alarm(f"model: P(anomalous) = {anomalous[0]:.2f}", fault, score)]
 
 
 __all__ = ["LearnedDetector"]
