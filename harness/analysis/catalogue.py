@@ -70,6 +70,7 @@ class CatalogueSettings:
     model: bool = True
     left_out: bool = True
     model_kind: str = "logistic"
+    views: bool = True
 
     @classmethod
     def from_cfg(cls, cfg: DictConfig) -> CatalogueSettings:
@@ -87,7 +88,7 @@ class CatalogueSettings:
         if kind not in KINDS:
             raise ConfigError(f"model_kind={kind!r}; valid choices: {', '.join(KINDS)}")
         return cls(root, int(cfg.n_mc), trace, bool(cfg.plots), bool(cfg.dataset), bool(cfg.get("model", True)),
-                   bool(cfg.get("left_out", True)), kind)
+                   bool(cfg.get("left_out", True)), kind, bool(cfg.get("views", True)))
 
 
 # ---- windows ----------------------------------------------------------------------------
@@ -121,15 +122,13 @@ def cell_windows(cell: Cell, rs: RunSet) -> dict[str, Window]:
 
 
 def window_rows(metrics: pd.DataFrame, window: Window) -> pd.DataFrame:
-    """The window's rows, plus a diverged run's partial row right after it (read only by the
-    non-finite signatures)."""
+    """The rows of the window's updates (a framework may log several rows per update), plus a
+    diverged run's partial update right after it (read only by the non-finite signatures)."""
     rows = metrics[metrics["update"] >= window.onset]
-    usable = signatures.usable(rows).iloc[: window.length]
-    partial = rows[(rows["nonfinite"] == 1)].iloc[:1]
-    if len(partial) and (usable.empty or int(partial["update"].iloc[0]) > int(usable["update"].iloc[-1])):
-        if int(partial["update"].iloc[0]) <= window.onset + window.length:
-            return pd.concat([usable, partial])
-    return usable
+    end = window.onset + window.length
+    usable = signatures.usable(rows[rows["update"] < end])
+    partial = rows[(rows["update"] == end) & (rows["nonfinite"] == 1)]
+    return pd.concat([usable, partial]) if len(partial) else usable
 
 
 # ---- per-cell evaluation ------------------------------------------------------------------
@@ -361,6 +360,49 @@ def build(rs: RunSet, n_mc: int = 20000, seed: int = 0, detectors: bool = True,
     return cat
 
 
+def view_frames(rs: RunSet, view: str) -> Callable[[str], pd.DataFrame]:
+    """A run's metrics as ``view``'s framework would have logged them (:mod:`harness.logs.views`), with
+    each row's training update (TRL logs once per optimizer step: its rows map to updates through
+    steps.parquet)."""
+    from harness.logs import to_canonical
+    from harness.logs.views import StoredRun, render
+
+    cache: dict[str, pd.DataFrame] = {}
+
+    def frame(rid: str) -> pd.DataFrame:
+        if rid not in cache:
+            run = StoredRun.load(rs.root, rid)
+            f = to_canonical(render(run, view), view).metrics.copy()
+            if len(f) == len(run.steps) and len(f) != len(run.metrics):
+                f["update"] = run.steps["update"].to_numpy()
+            if "nonfinite" not in f or f["nonfinite"].isna().all():
+                last = run.metrics.set_index("update")["nonfinite"]
+                f["nonfinite"] = f["update"].map(last).fillna(0.0).to_numpy()
+            cache[rid] = f
+        return cache[rid]
+    return frame
+
+
+def view_manifestation(rs: RunSet, n_mc: int, seed: int = 0) -> pd.DataFrame:
+    """Each cell's verdict in each framework view that applies to it: did the fault manifest on
+    held-out seeds in the metrics that framework logs?"""
+    from harness.analysis.model import VIEWS
+    from harness.logs.views import applies
+
+    rows = []
+    cells = rs.cells()
+    for view in sorted({v for views in VIEWS.values() for v in views} - {"canonical"}):
+        frames = view_frames(rs, view)
+        rng = np.random.default_rng(seed)
+        for cell in cells:
+            if not applies(view, cell.info["algo"]) or cell.info["backend"] not in ("native", "sb3"):
+                continue
+            summary = cell_rows(cell, rs, rng, n_mc, frames)[0]
+            rows.append({"cell": cell.label, "view": view, "manifested": summary["manifested"],
+                         "manifested_by": summary["manifested_by"]})
+    return pd.DataFrame(rows, columns=["cell", "view", "manifested", "manifested_by"])
+
+
 def reference_detectors(catalogue_dir: Path | None) -> dict[str, Any]:
     """The reference detectors to score; ``learned`` when a diagnosis model has been fitted."""
     out = {}
@@ -503,8 +545,13 @@ def markdown(cat: pd.DataFrame, baselines: pd.DataFrame, plots: dict[str, str], 
            f"python -m harness.catalogue results_dir={results_dir}", "```", "", PROTOCOL, ""]
     if "heatmap" in plots:
         out += [f"![faults x signatures]({plots['heatmap']})", ""]
-    sig_cat = cat[cat["kind"].isin(["signature", "metric"])]
-    cells = sig_cat.drop_duplicates("cell")
+    sig_cat = cat[cat["kind"].isin(["signature", "metric"])] if "kind" in cat else cat
+    cells = sig_cat.drop_duplicates("cell") if len(sig_cat) else sig_cat
+    if cells.empty:
+        out += ["No fault cells: the store holds no catalogue-sweep runs (python -m harness -m +sweep=catalogue).", ""]
+        if model_scores is not None:
+            out += model_markdown(model_scores)
+        return "\n".join(out)
     out += ["## Summary", ""]
     out += table(["fault", "setup", "onset", "seeds", "diverged (updates completed)", "manifested (held-out)",
                   "revealed by", "progress: faulty vs healthy"], [
@@ -671,6 +718,13 @@ def write(settings: CatalogueSettings) -> dict[str, Path]:
     elif settings.model:
         print("no runs of the diverse dataset (python -m harness -m +sweep=dataset): no diagnosis model fitted")
     cat = build(rs, settings.n_mc, catalogue_dir=out_dir)
+    views = pd.DataFrame()
+    if settings.views and not cat.empty:
+        canonical = cat[cat["kind"].isin(["signature", "metric"])].drop_duplicates("cell")
+        views = pd.concat([canonical[["cell", "manifested", "manifested_by"]].assign(view="canonical"),
+                           view_manifestation(rs, settings.n_mc)], ignore_index=True)
+        atomic_write_parquet(out_dir / "views.parquet", views)
+        written["views"] = out_dir / "views.parquet"
     baselines = healthy_baselines(rs)
     plots: dict[str, str] = {}
     if settings.plots and not cat.empty:
@@ -686,7 +740,8 @@ def write(settings: CatalogueSettings) -> dict[str, Path]:
         atomic_write_parquet(out_dir / "backends.parquet", agreement)
         written["backends"] = out_dir / "backends.parquet"
     atomic_write_bytes(out_dir / "CATALOGUE.md",
-                       markdown(cat, baselines, plots, str(settings.results_dir), model_scores=scores).encode())
+                       markdown(cat, baselines, plots, str(settings.results_dir), views=views,
+                                model_scores=scores).encode())
     written["markdown"] = out_dir / "CATALOGUE.md"
     if settings.dataset:
         from harness.analysis import dataset
