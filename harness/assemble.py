@@ -38,11 +38,13 @@ def load_experiment(cfg: DictConfig) -> Experiment:
         raise ConfigError(f"algo=grpo generates token sequences: it needs env=toyseq, not env={env.name}")
     fault_cfg = OmegaConf.to_container(cfg.fault, resolve=True)
     fault = build_fault(fault_cfg)
-    fault.check_applicable(algo=algo.name, backend=backend.name)
-    if backend.name == "sb3":
-        from harness.agents.sb3 import check_expressible
+    if algo.name in fault.algos:
+        algo = fault.configure(algo)     # the setting the bug lives in; the healthy twin shares it
+        if backend.name == "sb3":
+            from harness.agents.sb3 import check_expressible
 
-        check_expressible(fault)
+            check_expressible(fault, algo)   # one line naming why, before the generic refusal below
+    fault.check_applicable(algo=algo.name, backend=backend.name)
     return Experiment(algo=algo, env=env, backend=backend, fault=fault, fault_cfg=fault_cfg,
                       seed=cfg.seed, torch_threads=cfg.torch_threads, results_dir=cfg.results_dir,
                       twin=cfg.twin, progress=cfg.progress)
