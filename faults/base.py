@@ -48,6 +48,8 @@ class Fault(Hooks):
     acts_on: ClassVar[str] = ""
     algos: ClassVar[tuple[str, ...]] = ("ppo", "grpo")
     backends: ClassVar[tuple[str, ...]] = ("native",)
+    #: the forms backend=sb3 can express, where not all of them (None: every form)
+    sb3_forms: ClassVar[tuple[str, ...] | None] = None
     #: the expected signature (a hypothesis the catalogue tests); the first is the primary one
     expected: ClassVar[tuple[str, ...]] = ()
 

@@ -88,6 +88,10 @@ def check_expressible(fault: Hooks, algo: Any = None) -> None:
     if missing:
         raise ConfigError(f"fault {fault.name} cannot be expressed on backend=sb3: it acts on {missing[0]} "
                           f"({NOT_EXPRESSIBLE[missing[0]]})")
+    forms = getattr(fault, "sb3_forms", None)
+    if forms and getattr(fault, "form", None) not in forms:
+        raise ConfigError(f"fault {fault.name} cannot be expressed on backend=sb3 in form={fault.form!r}: that form "
+                          f"lives inside PPO.train(); backend=sb3 takes fault.form={' | '.join(forms)}")
     if algo is not None:
         for hp, whose in ((algo, "the config"), (fault.hyperparams(algo), f"fault {fault.name}")):
             if getattr(hp, "grad_accum", 1) > 1:
