@@ -24,7 +24,7 @@ class AdvSignFlip(Fault):
     acts_on = "advantage hook (native after GAE; SB3: rollout_buffer_class compute_returns_and_advantage)"
     algos = ("ppo",)
     backends = ("native", "sb3")
-    expected = ("return_falls",)
+    expected = ('return_falls',)
 
     def advantages(self, advantages: np.ndarray) -> np.ndarray:
         return -advantages

@@ -35,7 +35,7 @@ class AutoresetMisuse(Fault):
                "env adapter outside Monitor")
     algos = ("ppo",)
     backends = ("native", "sb3")
-    expected = ("reward_mean_dips",)
+    expected = ('reward_diluted',)
 
     def assumes_same_step_autoreset(self) -> bool:
         return True

@@ -48,8 +48,6 @@ class Fault(Hooks):
     acts_on: ClassVar[str] = ""
     algos: ClassVar[tuple[str, ...]] = ("ppo", "grpo")
     backends: ClassVar[tuple[str, ...]] = ("native",)
-    #: the forms backend=sb3 can express, where not all of them (None: every form)
-    sb3_forms: ClassVar[tuple[str, ...] | None] = None
     #: the expected signature (a hypothesis the catalogue tests); the first is the primary one
     expected: ClassVar[tuple[str, ...]] = ()
 
@@ -71,6 +69,11 @@ class Fault(Hooks):
         """The forms this fault can take (the ``form`` parameter's choices, or its one form)."""
         f = next((f for f in fields(cls) if f.name == "form"), None)
         return tuple(f.metadata["bounds"]["choices"]) if f is not None else (cls.form,)
+
+    def sb3_refusal(self) -> str | None:
+        """Why backend=sb3 cannot run this fault as configured (e.g. a form that lives inside SB3's
+        PPO.train()), beyond the hooks it overrides; None when it can."""
+        return None
 
     def setting(self) -> dict[str, Any]:
         """Hyperparameters the configuration must hold for the bug to exist at all (gradient

@@ -30,7 +30,7 @@ class ClipfracDenominatorWrong(Fault):
     acts_on = "ratio-metrics hook (the logged clipfrac and approx_kl only)"
     algos = ("ppo",)
     backends = ("native",)
-    expected = ("clipfrac_impossible",)
+    expected = ('clipfrac_impossible',)
 
     def ratio_metrics(self, stats: dict[str, float], ratio: torch.Tensor, log_ratio: torch.Tensor, clip_range: float,
                       mask: torch.Tensor | None) -> dict[str, float]:

@@ -34,8 +34,13 @@ class EntropySignFlip(Fault):
     acts_on = "hyperparameter ent_coef -> -ent_coef (code bug: the config keeps +ent_coef)"
     algos = ("ppo",)
     backends = ("native", "sb3")
-    sb3_forms = ("misconfigured",)
-    expected = ("entropy_collapse",)
+    expected = ('entropy_collapse',)
+
+    def sb3_refusal(self) -> str | None:
+        if self.form == "code bug":
+            return ("in form 'code bug' the sign slip is in the loss, which SB3 builds inside PPO.train(); "
+                    "fault.form=misconfigured (a negative ent_coef) runs there")
+        return None
 
     def setting(self) -> dict[str, Any]:
         return {"ent_coef": self.ent_coef}

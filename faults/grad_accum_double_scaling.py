@@ -35,7 +35,7 @@ class GradAccumDoubleScaling(Fault):
     acts_on = "loss hook (each microbatch loss / accum_steps again); setting: grad_accum = accum_steps"
     algos = ("ppo",)
     backends = ("native",)
-    expected = ("grad_norm_small",)
+    expected = ('grad_norm_small',)
 
     def setting(self) -> dict[str, Any]:
         return {"grad_accum": self.accum_steps}

@@ -27,7 +27,7 @@ class GradClipTiny(Fault):
     acts_on = "hyperparameter max_grad_norm (misconfigured: in the config; overridden: replaced in the update)"
     algos = ("ppo",)
     backends = ("native", "sb3")
-    expected = ("approx_kl_tiny",)
+    expected = ('approx_kl_tiny',)
 
     def hyperparams(self, hp: Any) -> Any:
         return replace(hp, max_grad_norm=self.max_grad_norm)

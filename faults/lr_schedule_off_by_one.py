@@ -28,7 +28,7 @@ class LRScheduleOffByOne(Fault):
     acts_on = "lr-schedule hook (SB3: the learning-rate schedule callable); setting: warmup_updates"
     algos = ("ppo",)
     backends = ("native", "sb3")
-    expected = ("first_update_frozen",)
+    expected = ('first_update_frozen',)
 
     def setting(self) -> dict[str, Any]:
         return {"warmup_updates": self.warmup_updates}

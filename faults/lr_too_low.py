@@ -23,7 +23,7 @@ class LRTooLow(Fault):
     acts_on = "hyperparameter lr / factor (misconfigured: in the config; overridden: replaced in the update)"
     algos = ("ppo",)
     backends = ("native", "sb3")
-    expected = ("approx_kl_tiny",)
+    expected = ('approx_kl_tiny',)
 
     def hyperparams(self, hp: Any) -> Any:
         return replace(hp, lr=hp.lr / self.factor)

@@ -30,7 +30,7 @@ class MetricConstant(Fault):
     acts_on = "ratio-metrics hook (the logged clipfrac only)"
     algos = ("ppo",)
     backends = ("native",)
-    expected = ("clipfrac_inconsistent",)
+    expected = ('clipfrac_inconsistent',)
 
     def ratio_metrics(self, stats: dict[str, float], ratio: torch.Tensor, log_ratio: torch.Tensor, clip_range: float,
                       mask: torch.Tensor | None) -> dict[str, float]:

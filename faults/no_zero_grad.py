@@ -36,7 +36,7 @@ class NoZeroGrad(Fault):
     acts_on = "zero-grad hook (SB3: policy_kwargs optimizer_class)"
     algos = ("ppo",)
     backends = ("native", "sb3")
-    expected = ("grad_norm_grows_within_update",)
+    expected = ('kl_high',)
 
     def __post_init__(self) -> None:
         super().__post_init__()

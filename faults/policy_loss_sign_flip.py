@@ -31,7 +31,7 @@ class PolicyLossSignFlip(Fault):
     acts_on = "surrogate hook (the per-sample clipped loss)"
     algos = ("ppo",)
     backends = ("native",)
-    expected = ("return_falls",)
+    expected = ('return_falls',)
 
     def surrogate(self, pg_loss1: torch.Tensor, pg_loss2: torch.Tensor) -> torch.Tensor:
         if self.mistake == "missing_minus":

@@ -33,7 +33,7 @@ class RewardScaleWrong(Fault):
     acts_on = "env wrapper outside the monitor: reward -> reward * scale"
     algos = ("ppo",)
     backends = ("native", "sb3")
-    expected = ("value_loss_dominates",)
+    expected = ('value_loss_huge', 'approx_kl_tiny')
 
     def wrap_env(self, env: Any) -> Any:
         """A gymnasium vector env (native backend) or each single env (SB3's make_vec_env)."""

@@ -27,7 +27,7 @@ class RewardSignFlip(Fault):
     acts_on = "env wrapper outside the monitor: reward -> -reward"
     algos = ("ppo",)
     backends = ("native", "sb3")
-    expected = ("return_vs_length_anticorrelated",)
+    expected = ('return_vs_length_anticorrelated',)
 
     def wrap_env(self, env: Any) -> Any:
         """A gymnasium vector env (native backend) or each single env (SB3's make_vec_env)."""

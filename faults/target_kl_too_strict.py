@@ -29,7 +29,7 @@ class TargetKLTooStrict(Fault):
     acts_on = "hyperparameter target_kl (misconfigured: in the config; overridden: replaced in the update)"
     algos = ("ppo",)
     backends = ("native", "sb3")
-    expected = ("optimizer_steps_short",)
+    expected = ('optimizer_steps_short',)
 
     def hyperparams(self, hp: Any) -> Any:
         return replace(hp, target_kl=self.target_kl)

@@ -35,7 +35,7 @@ class TruncationAsTermination(Fault):
     acts_on = "rollout hook episode_end (truncated -> terminated); SB3: env adapter outside Monitor"
     algos = ("ppo",)
     backends = ("native", "sb3")
-    expected = ("explained_variance_drops",)
+    expected = ('value_loss_stays_high',)
 
     def episode_end(self, terminated: np.ndarray, truncated: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return np.logical_or(terminated, truncated), np.zeros_like(truncated)

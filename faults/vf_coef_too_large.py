@@ -27,7 +27,7 @@ class VfCoefTooLarge(Fault):
     acts_on = "hyperparameter vf_coef * factor (misconfigured: in the config; overridden: replaced in the update)"
     algos = ("ppo",)
     backends = ("native", "sb3")
-    expected = ("value_loss_dominates",)
+    expected = ('vf_coef_effective_high',)
 
     def hyperparams(self, hp: Any) -> Any:
         return replace(hp, vf_coef=hp.vf_coef * self.factor)

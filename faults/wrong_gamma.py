@@ -28,7 +28,7 @@ class WrongGamma(Fault):
     acts_on = "hyperparameters gamma, gae_lambda (misconfigured: in the config; overridden: replaced in the update)"
     algos = ("ppo",)
     backends = ("native", "sb3")
-    expected = ("value_scale_short_horizon",)
+    expected = ('explained_variance_negative',)
 
     def hyperparams(self, hp: Any) -> Any:
         return replace(hp, gamma=self.gamma, gae_lambda=self.gae_lambda)

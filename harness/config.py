@@ -76,8 +76,6 @@ class PPOConfig:
     norm_reward: bool = MISSING      # running reward scaling (gymnasium NormalizeReward, SB3 VecNormalize)
     anneal_lr: bool = MISSING        # CleanRL: the learning rate decays linearly to 0 over the run
     warmup_updates: int = MISSING    # linear warmup: update u (from 0) runs at lr * (u + 1) / warmup_updates
-    minibatch_size: int = MISSING    # 0: batch / n_minibatches (CleanRL); > 0: SB3's batch_size, the last minibatch
-                                     # of an epoch takes the remainder (n_minibatches must be their number)
     grad_accum: int = MISSING        # microbatches per minibatch, gradients accumulated into one optimizer step
     # A healthy look-alike control shows a raw fault symptom by construction (one epoch and
     # one minibatch: ratio == 1 is correct there); variant names such a configuration.
@@ -89,7 +87,7 @@ class PPOConfig:
     VISIBLE: ClassVar[tuple[str, ...]] = (
         "num_envs", "n_steps", "n_epochs", "n_minibatches", "lr", "gamma", "gae_lambda", "clip_range",
         "ent_coef", "vf_coef", "max_grad_norm", "norm_adv", "hidden", "target_kl", "norm_obs", "norm_reward",
-        "anneal_lr", "warmup_updates", "minibatch_size", "grad_accum")
+        "anneal_lr", "warmup_updates", "grad_accum")
 
     def validate(self) -> None:
         for name in ("num_envs", "n_steps", "n_epochs", "n_minibatches", "hidden", "grad_accum"):
@@ -104,16 +102,11 @@ class PPOConfig:
         if self.target_kl is not None:
             check_range("algo", "target_kl", self.target_kl, gt=0, le=100)
         check_range("algo", "warmup_updates", self.warmup_updates, ge=0, kind=int)
-        check_range("algo", "minibatch_size", self.minibatch_size, ge=0, le=self.batch_size, kind=int)
         if self.n_minibatches > self.num_envs * self.n_steps:
             raise ConfigError(
                 f"algo.n_minibatches={self.n_minibatches} exceeds the batch of "
                 f"{self.num_envs * self.n_steps} samples (num_envs * n_steps)")
-        if self.minibatch_size and self.n_minibatches != -(-self.batch_size // self.minibatch_size):
-            raise ConfigError(
-                f"algo.minibatch_size={self.minibatch_size} gives {-(-self.batch_size // self.minibatch_size)} "
-                f"minibatches per epoch of the {self.batch_size}-sample batch: set algo.n_minibatches to that")
-        smallest = self.minibatch_size or self.batch_size // self.n_minibatches
+        smallest = self.batch_size // self.n_minibatches
         if self.grad_accum > smallest:
             raise ConfigError(f"algo.grad_accum={self.grad_accum} exceeds the {smallest} samples of a minibatch")
 

@@ -6,10 +6,9 @@ evaluate a minibatch (log-probs, entropy, and any extra loss such as the value l
 the KL penalty); the fault hooks act on the old log-probs, the surrogate, the loss, the
 zero-grad and the step, and on the logged ratio statistics (telemetry faults).
 
-PPO's optional extras, as SB3 / CleanRL / HF have them: ``minibatch_size`` (SB3's fixed-size
-minibatches, the last one taking the remainder), ``grad_accum`` (each minibatch is split into
-microbatches, each back-propagated with its loss divided by their number, one optimizer step)
-and ``target_kl`` (SB3's early stopping: the epoch loop ends at the first minibatch whose
+PPO's optional extras, as SB3 / CleanRL / HF have them: ``grad_accum`` (each minibatch is split
+into microbatches, each back-propagated with its loss divided by their number, one optimizer
+step) and ``target_kl`` (SB3's early stopping: the epoch loop ends at the first minibatch whose
 approx_kl exceeds 1.5 x target_kl, before its optimizer step; its row is kept, not stepped).
 
 Batch rows are what minibatches split: transitions for PPO (per-sample tensors of shape
@@ -132,13 +131,10 @@ def ppo_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batch: 
 
     grad_accum = getattr(hp, "grad_accum", 1)          # PPO extras (GRPO has none of them)
     target_kl = getattr(hp, "target_kl", None)
-    minibatch_size = getattr(hp, "minibatch_size", 0)
     stop = False
     for epoch in range(hp.n_epochs):
         order = torch.randperm(n_samples, generator=generator)
-        # CleanRL: n_minibatches equal parts; SB3 (minibatch_size): fixed size, the last takes the rest
-        chunks = order.split(minibatch_size) if minibatch_size else order.tensor_split(hp.n_minibatches)
-        for minibatch, idx in enumerate(chunks):
+        for minibatch, idx in enumerate(order.tensor_split(hp.n_minibatches)):
             adv_mb = batch["adv"][idx]
             if hp.norm_adv:
                 adv_mb = (adv_mb - adv_mb.mean()) / (adv_mb.std() + 1e-8)
@@ -169,7 +165,7 @@ def ppo_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batch: 
                               "policy_loss": float(policy_loss.detach()), "entropy": float(entropy.detach()),
                               "loss": float(loss.detach()), **{k: float(torch.as_tensor(v).detach()) for k, v in out.get("metrics", {}).items()}})
                 # SB3's early stopping: the minibatch's approx_kl, before its optimizer step
-                if target_kl is not None and float(masked_mean((ratio - 1) - log_ratio, mask)) > 1.5 * target_kl:
+                if target_kl is not None and float(masked_mean((ratio - 1) - log_ratio, mask).detach()) > 1.5 * target_kl:
                     stop = True
                     break
                 (loss / n_micro).backward()

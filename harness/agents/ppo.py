@@ -57,6 +57,8 @@ def train(exp: Experiment) -> Iterator[dict]:
     rewards, terminated, truncated = np.zeros((T, N)), np.zeros((T, N)), np.zeros((T, N))
     valid = np.zeros((T, N), dtype=bool)
 
+    if cfg.norm_obs:     # the first reset's observations count under update 0's hooks
+        obs_norm.update_running_mean = fault.begin_update(0, cfg)[0].obs_norm_training()
     obs, _ = envs.reset(seed=exp.seed)
     reset_step = np.zeros(N, dtype=bool)     # True where the next step() only resets the env
     ep_return, ep_length = np.zeros(N), np.zeros(N, dtype=np.int64)

@@ -88,10 +88,9 @@ def check_expressible(fault: Hooks, algo: Any = None) -> None:
     if missing:
         raise ConfigError(f"fault {fault.name} cannot be expressed on backend=sb3: it acts on {missing[0]} "
                           f"({NOT_EXPRESSIBLE[missing[0]]})")
-    forms = getattr(fault, "sb3_forms", None)
-    if forms and getattr(fault, "form", None) not in forms:
-        raise ConfigError(f"fault {fault.name} cannot be expressed on backend=sb3 in form={fault.form!r}: that form "
-                          f"lives inside PPO.train(); backend=sb3 takes fault.form={' | '.join(forms)}")
+    refusal = fault.sb3_refusal() if hasattr(fault, "sb3_refusal") else None
+    if refusal:
+        raise ConfigError(f"fault {fault.name} cannot be expressed on backend=sb3: {refusal}")
     if algo is not None:
         for hp, whose in ((algo, "the config"), (fault.hyperparams(algo), f"fault {fault.name}")):
             if getattr(hp, "grad_accum", 1) > 1:
@@ -311,11 +310,6 @@ def crosscheck(measured: dict[str, float], captured: dict[str, float], rtol: flo
             raise RuntimeError(f"instrumented {name}={a!r} disagrees with SB3's logged value {b!r}")
 
 
-def _minibatch_size(hp: Any) -> int:
-    """SB3's batch_size: the configured minibatch size, or the batch split into n_minibatches."""
-    return hp.minibatch_size or hp.batch_size // hp.n_minibatches
-
-
 def _schedule(instrument: Instrument, name: str):
     """An SB3 schedule (called with progress remaining) that returns this update's effective value."""
     return lambda _progress: getattr(instrument.hp, name)
@@ -340,7 +334,7 @@ def train(exp: Experiment) -> Iterator[dict]:
                                          activation_fn=torch.nn.Tanh)
     if _overrides(fault, "zero_grad"):
         policy_kwargs.update(optimizer_class=HookedAdam, optimizer_kwargs=dict(eps=1e-5))  # SB3's Adam eps
-    model = PPO(InstrumentedPolicy, envs, n_steps=cfg.n_steps, batch_size=_minibatch_size(cfg),
+    model = PPO(InstrumentedPolicy, envs, n_steps=cfg.n_steps, batch_size=cfg.batch_size // cfg.n_minibatches,
                 n_epochs=cfg.n_epochs, learning_rate=_schedule(instrument, "lr"), gamma=cfg.gamma,
                 gae_lambda=cfg.gae_lambda, clip_range=_schedule(instrument, "clip_range"),
                 ent_coef=cfg.ent_coef, vf_coef=cfg.vf_coef, max_grad_norm=cfg.max_grad_norm,
@@ -363,7 +357,7 @@ def train(exp: Experiment) -> Iterator[dict]:
             hooks, hp = fault.begin_update(update, cfg)
             hp = dataclasses.replace(hp, lr=hooks.scheduled_lr(hp, update, n_updates))
             instrument.hooks, instrument.hp = hooks, hp
-            minibatch_size = _minibatch_size(hp)
+            minibatch_size = hp.batch_size // hp.n_minibatches
             instrument.reset(per_epoch=-(-cfg.batch_size // minibatch_size))
             model.n_epochs, model.batch_size, model.target_kl = hp.n_epochs, minibatch_size, hp.target_kl
             if isinstance(envs, VecNormalize):
