@@ -17,7 +17,8 @@ class LRTooLow(Fault):
     form: str = form_param("misconfigured", "misconfigured", "overridden")
 
     name = "lr_too_low"
-    description = "the learning rate is divided by a large factor: approx_kl and clip fraction stay tiny, learning stalls"
+    description = ("the learning rate is divided by a large factor: approx_kl and clip fraction stay tiny, learning "
+                   "stalls")
     provenance = ("MAProj#3 (\"The learning rate ... is too small, it takes a very long time to converge\"); "
                   "AutoTrainer slow-convergence rule")
     acts_on = "hyperparameter lr / factor (misconfigured: in the config; overridden: replaced in the update)"

@@ -21,7 +21,8 @@ from faults.base import Fault
 @dataclass
 class RewardSignFlip(Fault):
     name = "reward_sign_flip"
-    description = "every reward is negated (a reward function written the wrong way round): the learner optimises the opposite of the task"
+    description = ("every reward is negated (a reward function written the wrong way round): the learner optimises the "
+                   "opposite of the task")
     provenance = ("trl#2714 / trl#2771 (reward_len = abs(20 - len): \"Isn't the reward *minimized* when "
                   "len(completion)==20\"), fixed by trl PR#2777")
     acts_on = "env wrapper outside the monitor: reward -> -reward"

@@ -28,7 +28,8 @@ class WhitenTinyBatch(Fault):
     form = "misconfigured"
     description = ("one sample per minibatch (n_minibatches = batch size): normalising its advantage divides by "
                    "the std of one sample, NaN, and the loss and gradients go NaN")
-    provenance = ("TWOSOME#3 (minibatch size 1: \"obtains an NAN\"), SB3#440 (\"PPO fails with batch_size=1\"), SB3#265 "
+    provenance = ("TWOSOME#3 (minibatch size 1: \"obtains an NAN\"), SB3#440 (\"PPO fails with batch_size=1\"), "
+                  "SB3#265 "
                   "(\"invalid multinomial distribution\"), SB3#325, wheatley PR#93, TinyZero#101 (pg_loss, grad_norm "
                   "nan); fixed in SB3 by PR#1028")
     acts_on = "hyperparameter n_minibatches = num_envs * n_steps"

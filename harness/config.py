@@ -72,7 +72,7 @@ class PPOConfig:
     norm_adv: bool = MISSING
     hidden: int = MISSING
     target_kl: float | None = MISSING   # SB3: stop the epoch loop at a minibatch whose approx_kl > 1.5 x target_kl
-    norm_obs: bool = MISSING         # running observation normalisation (gymnasium NormalizeObservation, SB3 VecNormalize)
+    norm_obs: bool = MISSING         # running observation normalisation (NormalizeObservation, SB3 VecNormalize)
     norm_reward: bool = MISSING      # running reward scaling (gymnasium NormalizeReward, SB3 VecNormalize)
     anneal_lr: bool = MISSING        # CleanRL: the learning rate decays linearly to 0 over the run
     warmup_updates: int = MISSING    # linear warmup: update u (from 0) runs at lr * (u + 1) / warmup_updates

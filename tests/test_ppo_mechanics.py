@@ -34,7 +34,9 @@ def run(overrides: list[str], record: tuple[str, ...] = ()) -> tuple[list[dict],
     calls: dict[str, list] = {name: [] for name in record}
 
     def copy(x):
-        return x.detach().clone().numpy() if isinstance(x, torch.Tensor) else np.copy(x) if isinstance(x, np.ndarray) else x
+        if isinstance(x, torch.Tensor):
+            return x.detach().clone().numpy()
+        return np.copy(x) if isinstance(x, np.ndarray) else x
 
     def recording(name):
         def hook(self, *args):

@@ -160,12 +160,16 @@ def ppo_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batch: 
                 entropy = aggregate(out["entropy"], mask, loss_agg)
                 loss = policy_loss - hp.ent_coef * entropy + out.get("loss", 0.0)
                 loss = hooks.loss(loss, {"policy_loss": policy_loss, "entropy": entropy})
-                parts.append({"ratio": ratio.detach(), "log_ratio": log_ratio.detach(), "pg_loss1": pg_loss1.detach(),
-                              "pg_loss2": pg_loss2.detach(), "adv": adv.expand_as(ratio), "mask": mask,
-                              "policy_loss": float(policy_loss.detach()), "entropy": float(entropy.detach()),
-                              "loss": float(loss.detach()), **{k: float(torch.as_tensor(v).detach()) for k, v in out.get("metrics", {}).items()}})
+                with torch.no_grad():
+                    parts.append({"ratio": ratio.detach(), "log_ratio": log_ratio.detach(),
+                                  "pg_loss1": pg_loss1.detach(), "pg_loss2": pg_loss2.detach(),
+                                  "adv": adv.expand_as(ratio), "mask": mask,
+                                  "policy_loss": float(policy_loss),
+                                  "entropy": float(entropy), "loss": float(loss),
+                                  **{k: float(v) for k, v in out.get("metrics", {}).items()}})
+                    approx_kl = float(masked_mean((ratio - 1) - log_ratio, mask))
                 # SB3's early stopping: the minibatch's approx_kl, before its optimizer step
-                if target_kl is not None and float(masked_mean((ratio - 1) - log_ratio, mask).detach()) > 1.5 * target_kl:
+                if target_kl is not None and approx_kl > 1.5 * target_kl:
                     stop = True
                     break
                 (loss / n_micro).backward()

@@ -182,7 +182,6 @@ class InstrumentedBuffer(RolloutBuffer):
         self.instrument.sample = samples
         return samples
 
-
     def compute_returns_and_advantage(self, last_values: torch.Tensor, dones: np.ndarray) -> None:
         hooks = self.instrument.hooks
         if not _overrides(hooks, "gae"):
@@ -236,7 +235,8 @@ class EpisodeBoundary(gym.Wrapper):
             self.last_obs, info = self.env.reset()
             return self.last_obs, 0.0, False, False, info
         obs, reward, term, trunc, info = self.env.step(action)
-        obs = hooks.final_observation(np.asarray(obs)[None], np.asarray(self.last_obs)[None], np.array([trunc]))[0]
+        obs = hooks.final_observation(np.asarray(obs)[None], np.asarray(self.last_obs)[None],
+                                      np.array([trunc]))[0]
         flags = hooks.episode_end(np.array([term]), np.array([trunc]))
         term, trunc = bool(flags[0][0]), bool(flags[1][0])
         self.reset_pending = (term or trunc) and hooks.assumes_same_step_autoreset()
@@ -320,7 +320,8 @@ def train(exp: Experiment) -> Iterator[dict]:
     check_expressible(fault, cfg)
     instrument = Instrument()
     instrument.hp = cfg
-    boundary = any(_overrides(fault, h) for h in ("episode_end", "final_observation", "assumes_same_step_autoreset"))
+    boundary = any(_overrides(fault, h)
+                   for h in ("episode_end", "final_observation", "assumes_same_step_autoreset"))
 
     def wrapper(env: gym.Env) -> gym.Env:        # outside Monitor, as make_vec_env puts wrapper_class
         env = fault.wrap_env(env)
