@@ -28,7 +28,7 @@ class ObsNormFrozen(Fault):
     acts_on = "obs-norm hook (NormalizeObservation.update_running_mean; SB3: VecNormalize.training); setting: norm_obs"
     algos = ("ppo",)
     backends = ("native", "sb3")
-    expected = ('value_loss_stays_high',)
+    expected = ('explained_variance_negative',)
 
     def setting(self) -> dict[str, Any]:
         return {"norm_obs": True}

@@ -35,7 +35,7 @@ class TruncationAsTermination(Fault):
     acts_on = "rollout hook episode_end (truncated -> terminated); SB3: env adapter outside Monitor"
     algos = ("ppo",)
     backends = ("native", "sb3")
-    expected = ('value_loss_stays_high',)
+    expected = ('value_loss_high_at_time_limit',)
 
     def episode_end(self, terminated: np.ndarray, truncated: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return np.logical_or(terminated, truncated), np.zeros_like(truncated)

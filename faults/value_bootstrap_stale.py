@@ -33,7 +33,7 @@ class ValueBootstrapStale(Fault):
     acts_on = "rollout hook final_observation; SB3: env adapter outside Monitor (terminal_observation)"
     algos = ("ppo",)
     backends = ("native", "sb3")
-    expected = ('value_loss_stays_high',)
+    expected = ('value_loss_high_at_time_limit',)
 
     def final_observation(self, next_obs: np.ndarray, obs: np.ndarray, truncated: np.ndarray) -> np.ndarray:
         where = np.asarray(truncated, dtype=bool).reshape(-1, *[1] * (np.ndim(next_obs) - 1))

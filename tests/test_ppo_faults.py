@@ -24,17 +24,17 @@ LIBRARY = sorted(["truncation_as_termination", "autoreset_misuse", "gae_no_done_
                   "grad_accum_double_scaling", "lr_schedule_off_by_one", "vf_coef_too_large", "obs_norm_frozen",
                   "reward_sign_flip", "reward_scale_wrong", "clipfrac_denominator_wrong", "metric_constant"])
 #: budgets: native 12 updates of 1024 samples, SB3 8; CartPole cut at 30 steps where a fault acts only at
-#: a time limit (so truncations happen from the first update), run long enough for the critic to settle
+#: a time limit (so that truncations happen from the first updates)
 BUDGET = {"native": ["backend=native", *SHORT], "sb3": ["backend=sb3", "env.total_timesteps=8192", "algo.n_steps=64"]}
-TRUNCATING = ["+env.kwargs.max_episode_steps=30", "env.total_timesteps=24576"]
+TRUNCATING = ["+env.kwargs.max_episode_steps=30"]
 EXTRA = {"truncation_as_termination": TRUNCATING, "value_bootstrap_stale": TRUNCATING}
 #: the faults whose primary signature does not fire after a mid-run onset on these short runs: no
-#: reliable trace there (a result; the catalogue measures them on full runs), or, for
-#: lr_schedule_off_by_one, none by design (the lr 0 is the first update's: see test_ppo_mechanics.py)
-QUIET = {"native": {"gae_no_done_mask", "wrong_gamma", "value_bootstrap_stale", "entropy_sign_flip", "no_zero_grad",
-                    "obs_norm_frozen", "lr_schedule_off_by_one"},
-         "sb3": {"gae_no_done_mask", "wrong_gamma", "value_bootstrap_stale", "no_zero_grad", "obs_norm_frozen",
-                 "truncation_as_termination", "lr_schedule_off_by_one"}}
+#: reliable trace there (a result; the catalogue measures them on full runs: the time-limit faults'
+#: signature needs a healthy critic that has settled at the limit), or, for lr_schedule_off_by_one,
+#: none by design (the lr 0 is the first update's: see test_ppo_mechanics.py)
+SLOW_TO_SHOW = {"gae_no_done_mask", "wrong_gamma", "value_bootstrap_stale", "no_zero_grad", "obs_norm_frozen",
+                "truncation_as_termination", "lr_schedule_off_by_one"}
+QUIET = {"native": SLOW_TO_SHOW | {"entropy_sign_flip"}, "sb3": SLOW_TO_SHOW}
 ONSET = 3
 
 
