@@ -7,7 +7,8 @@ where terminated=True there is technically a dead action that does nothing"; Gym
 same-step API keeps every step as a transition, so each episode end adds one transition from the
 final observation, with an action that did nothing, reward 0, and a bootstrap from the reset
 observation. Reports (read): CleanRL#499 ("after updating the Gymnasium to 1.0 ... doesn't work
-anymore"; a user: "Being careless about this small change wa[s]" the cause); envpool#194 (next-step
+anymore"; a user's write-up of the new autoreset starts "Being careless about this small change
+wa[s] ..."); envpool#194 (next-step
 autoreset: "I believe quite strongly that this will introduce off by one errors ... in almost all
 Deep RL frameworks").
 

@@ -4,7 +4,7 @@ Report (read): RLinf/RLinf#1471 ("actor/approx_kl and actor/clip_fraction are in
 action_dim x num_action_chunks (metrics only)": they "divide a sum taken over a **broadcast** tensor
 by `loss_mask.count_nonzero()`, which counts the **un-broadcast** mask ... inflated by
 numel(broadcast) / count_nonzero(loss_mask)"; "I measured **84x** inflation"; "Metrics only: the
-loss itself is unaffected"), fixed by RLinf PR#1475. Here each sample's clip indicator and k3 term
+loss itself is unaffected"; the issue is closed). Here each sample's clip indicator and k3 term
 are broadcast against a per-dimension mask of ``width`` columns (RLinf's action_dim x chunks) and
 divided by the sample count, so both read ``width`` times too high; training is untouched.
 """
@@ -24,9 +24,9 @@ class ClipfracDenominatorWrong(Fault):
     name = "clipfrac_denominator_wrong"
     kind = "telemetry"
     description = ("the logged clipfrac and approx_kl are a sum over a broadcast tensor divided by the un-broadcast "
-                   "count: both read width x too high (a clip fraction of 31.0); training is healthy")
+                   "count: both read width x too high (84x in the report); training is healthy")
     provenance = ("RLinf#1471 (actor/clip_fraction and approx_kl \"inflated by numel(broadcast) / "
-                  "count_nonzero(loss_mask)\", \"84x\"), fixed by RLinf PR#1475")
+                  "count_nonzero(loss_mask)\", \"84x\"; metrics only)")
     acts_on = "ratio-metrics hook (the logged clipfrac and approx_kl only)"
     algos = ("ppo",)
     backends = ("native",)

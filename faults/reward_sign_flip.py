@@ -2,8 +2,8 @@
 
 Reports (read): huggingface/trl#2714 / #2771 (the GRPO docs' ``reward_len`` returns
 ``abs(20 - len(completion))``: "Isn't the reward *minimized* when len(completion)==20?"; "this reward
-function might be working opposite to what we want"; fixed by PR#2777); RLMutation's reward
-mutations. A gymnasium reward wrapper outside the episode monitor, as SB3's
+function might be working opposite to what we want"; a fix proposed in PR#2777); RLMutation's
+reward mutations. A gymnasium reward wrapper outside the episode monitor, as SB3's
 ``make_vec_env(wrapper_class=...)`` places it: the learner's returns rise while the env's own
 (Monitor) returns fall.
 """
@@ -24,7 +24,7 @@ class RewardSignFlip(Fault):
     description = ("every reward is negated (a reward function written the wrong way round): the learner optimises the "
                    "opposite of the task")
     provenance = ("trl#2714 / trl#2771 (reward_len = abs(20 - len): \"Isn't the reward *minimized* when "
-                  "len(completion)==20\"), fixed by trl PR#2777")
+                  "len(completion)==20\"; a fix proposed in trl PR#2777)")
     acts_on = "env wrapper outside the monitor: reward -> -reward"
     algos = ("ppo",)
     backends = ("native", "sb3")
