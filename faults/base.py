@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, ClassVar
 
 from harness.config import ConfigError, check_range
@@ -69,6 +69,29 @@ class Fault(Hooks):
         """The forms this fault can take (the ``form`` parameter's choices, or its one form)."""
         f = next((f for f in fields(cls) if f.name == "form"), None)
         return tuple(f.metadata["bounds"]["choices"]) if f is not None else (cls.form,)
+
+    def sb3_refusal(self) -> str | None:
+        """Why backend=sb3 cannot run this fault as configured (e.g. a form that lives inside SB3's
+        PPO.train()), beyond the hooks it overrides; None when it can."""
+        return None
+
+    def setting(self) -> dict[str, Any]:
+        """Hyperparameters the configuration must hold for the bug to exist at all (gradient
+        accumulation for a bug in its scaling, a warmup for a scheduler that steps late): the run is
+        configured with them from update 0, and so is its healthy twin (same base configuration)."""
+        return {}
+
+    def configure(self, algo: Any) -> Any:
+        """The algorithm config with this fault's setting applied (validated); raises ConfigError."""
+        setting = self.setting()
+        if not setting:
+            return algo
+        unknown = sorted(k for k in setting if not hasattr(algo, k))
+        if unknown:
+            raise ConfigError(f"fault {self.name} needs algo.{unknown[0]}, which algo={algo.name} does not have")
+        configured = replace(algo, **setting)
+        configured.validate()
+        return configured
 
     def user_config(self, configured: Any) -> Any:
         """The hyperparameters as the user's config holds them, which is what a detector is shown.

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from omegaconf import DictConfig, OmegaConf
 
 from faults import build_fault
@@ -37,7 +39,8 @@ def load_experiment(cfg: DictConfig) -> Experiment:
     if algo.name == "grpo" and env.id != "harness/ToySeq-v0":
         raise ConfigError(f"algo=grpo generates token sequences: it needs env=toyseq, not env={env.name}")
     fault_cfg = OmegaConf.to_container(cfg.fault, resolve=True)
-    return Experiment(algo=algo, env=env, backend=backend, fault=checked_fault(fault_cfg, algo.name, backend.name),
+    fault = checked_fault(fault_cfg, algo.name, backend.name)
+    return Experiment(algo=configured_algo(fault, algo, backend.name), env=env, backend=backend, fault=fault,
                       fault_cfg=fault_cfg, seed=cfg.seed, torch_threads=cfg.torch_threads,
                       results_dir=cfg.results_dir, twin=cfg.twin, progress=cfg.progress)
 
@@ -46,12 +49,24 @@ def checked_fault(fault_cfg: dict, algo: str, backend: str):
     """Build a fault from its config and check it applies to the algorithm and can be expressed on
     the backend; raises ConfigError."""
     fault = build_fault(fault_cfg)
+    if backend == "sb3" and algo in fault.algos:
+        from harness.agents.sb3 import check_expressible
+
+        check_expressible(fault)     # one line naming why, before the generic refusal below
     fault.check_applicable(algo=algo, backend=backend)
+    return fault
+
+
+def configured_algo(fault: Any, algo: Any, backend: str) -> Any:
+    """The algorithm config with the setting the fault's bug lives in (e.g. gradient accumulation),
+    which its healthy twin shares; on SB3, also whether that config can run; raises ConfigError."""
+    if algo.name in fault.algos:
+        algo = fault.configure(algo)
     if backend == "sb3":
         from harness.agents.sb3 import check_expressible
 
-        check_expressible(fault)
-    return fault
+        check_expressible(fault, algo)
+    return algo
 
 
 def fault_config(name: str) -> dict:
@@ -71,4 +86,6 @@ def with_fault(exp: Experiment, name: str) -> Experiment:
     import dataclasses
 
     cfg = fault_config(name)
-    return dataclasses.replace(exp, fault=checked_fault(cfg, exp.algo.name, exp.backend.name), fault_cfg=cfg)
+    fault = checked_fault(cfg, exp.algo.name, exp.backend.name)
+    return dataclasses.replace(exp, fault=fault, fault_cfg=cfg,
+                               algo=configured_algo(fault, exp.algo, exp.backend.name))

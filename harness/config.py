@@ -71,6 +71,12 @@ class PPOConfig:
     max_grad_norm: float = MISSING
     norm_adv: bool = MISSING
     hidden: int = MISSING
+    target_kl: float | None = MISSING   # SB3: stop the epoch loop at a minibatch whose approx_kl > 1.5 x target_kl
+    norm_obs: bool = MISSING         # running observation normalisation (NormalizeObservation, SB3 VecNormalize)
+    norm_reward: bool = MISSING      # running reward scaling (gymnasium NormalizeReward, SB3 VecNormalize)
+    anneal_lr: bool = MISSING        # CleanRL: the learning rate decays linearly to 0 over the run
+    warmup_updates: int = MISSING    # linear warmup: update u (from 0) runs at lr * (u + 1) / warmup_updates
+    grad_accum: int = MISSING        # microbatches per minibatch, gradients accumulated into one optimizer step
     # A healthy look-alike control shows a raw fault symptom by construction (one epoch and
     # one minibatch: ratio == 1 is correct there); variant names such a configuration.
     is_control: bool = False
@@ -80,10 +86,11 @@ class PPOConfig:
     #: every field is either here or in HIDDEN (tests/test_detector_view.py keeps the two in step)
     VISIBLE: ClassVar[tuple[str, ...]] = (
         "num_envs", "n_steps", "n_epochs", "n_minibatches", "lr", "gamma", "gae_lambda", "clip_range",
-        "ent_coef", "vf_coef", "max_grad_norm", "norm_adv", "hidden")
+        "ent_coef", "vf_coef", "max_grad_norm", "norm_adv", "hidden", "target_kl", "norm_obs", "norm_reward",
+        "anneal_lr", "warmup_updates", "grad_accum")
 
     def validate(self) -> None:
-        for name in ("num_envs", "n_steps", "n_epochs", "n_minibatches", "hidden"):
+        for name in ("num_envs", "n_steps", "n_epochs", "n_minibatches", "hidden", "grad_accum"):
             check_range("algo", name, getattr(self, name), ge=1, kind=int)
         check_range("algo", "lr", self.lr, gt=0, le=10)
         check_range("algo", "gamma", self.gamma, ge=0, le=1)
@@ -92,14 +99,31 @@ class PPOConfig:
         check_range("algo", "ent_coef", self.ent_coef, ge=-1, le=1)
         check_range("algo", "vf_coef", self.vf_coef, ge=0, le=100)
         check_range("algo", "max_grad_norm", self.max_grad_norm, gt=0)
+        if self.target_kl is not None:
+            check_range("algo", "target_kl", self.target_kl, gt=0, le=100)
+        check_range("algo", "warmup_updates", self.warmup_updates, ge=0, kind=int)
         if self.n_minibatches > self.num_envs * self.n_steps:
             raise ConfigError(
                 f"algo.n_minibatches={self.n_minibatches} exceeds the batch of "
                 f"{self.num_envs * self.n_steps} samples (num_envs * n_steps)")
+        smallest = self.batch_size // self.n_minibatches
+        if self.grad_accum > smallest:
+            raise ConfigError(f"algo.grad_accum={self.grad_accum} exceeds the {smallest} samples of a minibatch")
 
     @property
     def batch_size(self) -> int:
         return self.num_envs * self.n_steps
+
+    def lr_at(self, update: int, n_updates: int) -> float:
+        """The scheduled learning rate of update ``update`` (from 0) of ``n_updates``: linear warmup
+        over ``warmup_updates`` (the first update at lr / warmup_updates), then CleanRL's annealing
+        (frac = 1 - update / n_updates) when ``anneal_lr``."""
+        lr = self.lr
+        if self.warmup_updates:
+            lr *= min(1.0, max(0, update + 1) / self.warmup_updates)
+        if self.anneal_lr:
+            lr *= 1.0 - update / max(n_updates, 1)
+        return lr
 
 
 #: schema fields that are the harness's own bookkeeping (the algorithm's name, the look-alike

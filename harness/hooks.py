@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import torch
 
 
@@ -48,6 +49,79 @@ class Hooks:
     def optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
         """Apply the gradients."""
         optimizer.step()
+
+    # ---- PPO: rollout, returns and advantages (harness/agents/ppo.py; SB3: harness/agents/sb3.py) ----
+
+    def episode_end(self, terminated: np.ndarray, truncated: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """What the rollout loop records from the env's two end flags: ``terminated`` (no bootstrap)
+        and ``truncated`` (time limit: bootstrap from the final observation's value)."""
+        return terminated, truncated
+
+    def final_observation(self, next_obs: np.ndarray, obs: np.ndarray, truncated: np.ndarray) -> np.ndarray:
+        """The observation whose value bootstraps a truncated episode: the step's next observation
+        (the episode's final one) where ``truncated``; ``obs`` is the observation the step acted on."""
+        return next_obs
+
+    def assumes_same_step_autoreset(self) -> bool:
+        """Whether the rollout loop treats every step as a transition, as code written for
+        same-step autoreset does. Gymnasium >= 1.0 vector envs autoreset on the *next* step (that
+        step ignores the action and returns the reset observation), so the healthy loop does not."""
+        return False
+
+    def gae(self, rewards: np.ndarray, values: np.ndarray, next_value: np.ndarray, terminated: np.ndarray,
+            truncated: np.ndarray, valid: np.ndarray, gamma: float, lam: float) -> np.ndarray:
+        """GAE advantages over a [T, N] rollout (see :func:`compute_gae`); ``valid`` marks the steps
+        that are transitions (False on next-step autoreset steps)."""
+        return compute_gae(rewards, values, next_value, terminated, truncated, gamma, lam)
+
+    def advantages(self, advantages: np.ndarray) -> np.ndarray:
+        """The advantages the policy loss uses (after the value targets, returns = A + V, are set)."""
+        return advantages
+
+    def scheduled_lr(self, hp: Any, update: int, n_updates: int) -> float:
+        """The learning rate of update ``update`` of ``n_updates`` (warmup, annealing)."""
+        return hp.lr_at(update, n_updates)
+
+    def obs_norm_training(self) -> bool:
+        """Whether the running observation statistics (NormalizeObservation / VecNormalize) update."""
+        return True
+
+    # ---- the clipped-surrogate update (harness/agents/core.py) -------------------------------------
+
+    def zero_grad(self, optimizer: torch.optim.Optimizer) -> None:
+        """Clear the gradients before a minibatch's backward pass."""
+        optimizer.zero_grad(set_to_none=True)
+
+    def surrogate(self, pg_loss1: torch.Tensor, pg_loss2: torch.Tensor) -> torch.Tensor:
+        """The per-sample clipped surrogate loss from its unclipped and clipped terms
+        (``-A * r`` and ``-A * clip(r)``): the pessimistic bound, their maximum."""
+        return torch.max(pg_loss1, pg_loss2)
+
+    def ratio_metrics(self, stats: dict[str, float], ratio: torch.Tensor, log_ratio: torch.Tensor,
+                      clip_range: float, mask: torch.Tensor | None) -> dict[str, float]:
+        """The logged ratio statistics of a minibatch (telemetry faults compute some of them wrongly)."""
+        return stats
+
+
+def compute_gae(rewards: np.ndarray, values: np.ndarray, next_value: np.ndarray,
+                terminated: np.ndarray, truncated: np.ndarray, gamma: float, lam: float) -> np.ndarray:
+    """GAE over a [T, N] rollout with next-step autoreset.
+
+    ``values[t]`` is V(obs_t); ``next_value`` is V of the observation after the last step.
+    At a terminated step there is no bootstrap; at a truncated step the bootstrap is
+    V(final observation), which next-step autoreset hands back as the next observation,
+    so ``values[t + 1]``. Neither lets the advantage of the next episode flow back.
+    Entries of reset steps are meaningless and must be masked by the caller.
+    """
+    values_next = np.concatenate([values[1:], next_value[None]])
+    deltas = rewards + gamma * values_next * (1.0 - terminated) - values
+    carry = gamma * lam * (1.0 - np.maximum(terminated, truncated))
+    advantages = np.zeros_like(rewards)
+    last_gae = np.zeros_like(next_value)
+    for t in reversed(range(rewards.shape[0])):
+        last_gae = deltas[t] + carry[t] * last_gae
+        advantages[t] = last_gae
+    return advantages
 
 
 HEALTHY = Hooks()

@@ -112,14 +112,16 @@ def _literal(v: Any) -> str:
 def specialise(base: Experiment, spec: Spec) -> Experiment:
     """The spec's experiment from a base composed with the spec's setup and fault: the sampled
     hyperparameters, budget, fault parameters, onset and seed replaced and validated."""
+    fault = dataclasses.replace(base.fault, **spec.fault_params, onset=spec.onset)
     algo = dataclasses.replace(base.algo, **spec.algo)
     algo.validate()
+    if algo.name in fault.algos:
+        algo = fault.configure(algo)    # the setting the fault's bug lives in, at its sampled severity
     env_changes = dict(spec.env)
     if "kwargs" in env_changes:
         env_changes["kwargs"] = {**base.env.kwargs, **env_changes["kwargs"]}
     env = dataclasses.replace(base.env, **env_changes)
     env.validate()
-    fault = dataclasses.replace(base.fault, **spec.fault_params, onset=spec.onset)
     fault_cfg = {**base.fault_cfg, **spec.fault_params, "onset": spec.onset}
     return dataclasses.replace(base, algo=algo, env=env, fault=fault, fault_cfg=fault_cfg, seed=spec.seed,
                                sampled=spec.record())

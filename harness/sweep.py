@@ -56,7 +56,8 @@ def plan(setups: Sequence[Setup], controls: Sequence[Setup], faults: Sequence[st
          seeds: int, algo_name: Callable[[Setup], str], extra: Sequence[str] = (),
          onsets: Sequence[str] = ("0",), n_updates: Callable[[Setup], int] | None = None) -> list[list[str]]:
     """Job override lists: each fault on every setup whose algorithm and backend it applies to,
-    at each onset kind (fault=none is the healthy run, once), and fault=none on every control;
+    at each onset kind (fault=none is the healthy run, once; a fault that lives in a setting of its own,
+    e.g. gradient accumulation, also gets healthy runs in that setting), and fault=none on every control;
     ``seeds`` seeds each, longest jobs first."""
     names = sorted(FAULTS) if faults == "all" else list(faults)
     unknown = [n for n in names if n not in FAULTS]
@@ -69,23 +70,43 @@ def plan(setups: Sequence[Setup], controls: Sequence[Setup], faults: Sequence[st
     bad = [o for o in onsets if o not in ONSETS]
     if bad or not onsets:
         raise ConfigError(f"hydra.sweeper.onsets={list(onsets)}; valid values: {', '.join(ONSETS)}")
-    cases: list[tuple[Setup, str]] = []
+    cases: list[tuple[Setup, str, tuple[str, ...]]] = []
     for setup in setups:
         algo = algo_name(setup)
         for name in names:
             cls = FAULTS[name]
-            if algo in cls.algos and setup.backend in cls.backends:
-                cases.append((setup, name))
-    cases += [(control, "none") for control in controls]
+            if algo in cls.algos and setup.backend in cls.backends and _expressible(cls, setup.backend):
+                cases.append((setup, name, ()))
+                setting = tuple(f"algo.{k}={_yaml(v)}" for k, v in sorted(cls().setting().items()))
+                if setting and (setup, "none", setting) not in cases:
+                    cases.append((setup, "none", setting))
+    cases += [(control, "none", ()) for control in controls]
     cases.sort(key=lambda case: _cost_rank(algo_name(case[0]), case[0]))
     jobs = []
-    for setup, fault in cases:
+    for setup, fault, setting in cases:
         for onset in (onsets if fault != "none" else ("0",)):
             for seed in range(seeds):
                 at = [] if onset == "0" else [f"fault.onset={mid_onset(fault, seed, n_updates(setup))}"]
-                jobs.append([*setup.overrides(), f"fault={fault}", *at, f"seed={seed}", "twin=false",
+                jobs.append([*setup.overrides(), f"fault={fault}", *setting, *at, f"seed={seed}", "twin=false",
                              "progress=false", *extra])
     return jobs
+
+
+def _expressible(cls: type, backend: str) -> bool:
+    """Whether the fault in its default form runs on this backend (e.g. a form SB3 cannot take)."""
+    if backend != "sb3":
+        return True
+    from harness.agents.sb3 import check_expressible
+    try:
+        check_expressible(cls())
+    except ConfigError:
+        return False
+    return True
+
+
+def _yaml(value: Any) -> str:
+    """A value as a Hydra override writes it."""
+    return "null" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def plan_runs(settings: dict[str, Any], arguments: Sequence[str],

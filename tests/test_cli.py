@@ -8,6 +8,7 @@ import sys
 import pandas as pd
 import pytest
 
+from faults import FAULTS
 from harness.cli import make_experiment
 from harness.config import ConfigError
 from harness.metrics import COLUMNS
@@ -20,7 +21,7 @@ def harness(*args: str, cwd=None) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.parametrize("args, expected", [
-    (["fault=nope"], "unknown fault 'nope'; valid choices: adv_std_no_floor, excessive_lr,"),
+    (["fault=nope"], "unknown fault 'nope'; valid choices: " + ", ".join(sorted(FAULTS))),
     (["fault.onset=-1"], "fault.onset=-1 is out of range: must be >= 0"),
     (["fault=tiny_clip", "fault.clip_range=0"], "fault.clip_range=0 is out of range: must be > 0"),
     (["algo.clip_range=-0.1"], "algo.clip_range=-0.1 is out of range: must be > 0"),
@@ -47,7 +48,7 @@ def test_bad_override_is_one_line_and_touches_nothing(tmp_path, args, expected):
 
 
 @pytest.mark.parametrize("args, expected", [
-    (["fault=nope"], "unknown fault 'nope'; valid choices: adv_std_no_floor, excessive_lr,"),
+    (["fault=nope"], "unknown fault 'nope'; valid choices: " + ", ".join(sorted(FAULTS))),
     (["algo.clip_range=-0.1"], "algo.clip_range=-0.1 is out of range: must be > 0"),
 ])
 def test_python_api_gives_the_same_one_line_errors(args, expected):

@@ -33,3 +33,15 @@ class FixedLength(gym.Env):
 
 gym.register("harness-test/FixedLength-v0", entry_point=FixedLength)
 gym.register("harness-test/Crashing-v0", entry_point=FixedLength, kwargs={"crash_after": 300})
+
+
+class FixedLengthTruncated(FixedLength):
+    """Reward 1 per step and never terminates: every episode is cut by the time limit after ``length``
+    steps (gymnasium's TimeLimit, truncated=True), so a correct learner bootstraps the last step."""
+
+    def step(self, action):
+        obs, reward, _, _, info = super().step(action)
+        return obs, reward, False, False, info
+
+
+gym.register("harness-test/FixedLengthTruncated-v0", entry_point=FixedLengthTruncated, max_episode_steps=5)

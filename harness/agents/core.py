@@ -3,7 +3,13 @@
 One call runs ``n_epochs`` x ``n_minibatches`` optimizer steps over a batch and returns
 the canonical update metrics (see harness/metrics.py). The algorithm supplies how to
 evaluate a minibatch (log-probs, entropy, and any extra loss such as the value loss or
-the KL penalty); the fault hooks act on the old log-probs, the loss and the step.
+the KL penalty); the fault hooks act on the old log-probs, the surrogate, the loss, the
+zero-grad and the step, and on the logged ratio statistics (telemetry faults).
+
+PPO's optional extras, as SB3 / CleanRL / HF have them: ``grad_accum`` (each minibatch is split
+into microbatches, each back-propagated with its loss divided by their number, one optimizer
+step) and ``target_kl`` (SB3's early stopping: the epoch loop ends at the first minibatch whose
+approx_kl exceeds 1.5 x target_kl, before its optimizer step; its row is kept, not stepped).
 
 Batch rows are what minibatches split: transitions for PPO (per-sample tensors of shape
 [rows]), completions for GRPO (per-token tensors [rows, T] with a boolean ``mask`` of
@@ -123,51 +129,82 @@ def ppo_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batch: 
     steps = [0]  # counts real optimizer.step() calls, whatever the hooks do
     counter = optimizer.register_step_post_hook(lambda *_: steps.__setitem__(0, steps[0] + 1))
 
+    grad_accum = getattr(hp, "grad_accum", 1)          # PPO extras (GRPO has none of them)
+    target_kl = getattr(hp, "target_kl", None)
+    stop = False
     for epoch in range(hp.n_epochs):
         order = torch.randperm(n_samples, generator=generator)
         for minibatch, idx in enumerate(order.tensor_split(hp.n_minibatches)):
-            mb = {k: v[idx] for k, v in batch.items()}
-            mask = mb.get("mask")
-            out = evaluate(mb)
-            logp = out["logp"]
-            old_logp = hooks.old_logprob(mb["logp"], logp)
-            log_ratio = logp - old_logp
-            ratio = log_ratio.exp()
-
-            adv = mb["adv"]
+            adv_mb = batch["adv"][idx]
             if hp.norm_adv:
-                adv = (adv - adv.mean()) / (adv.std() + 1e-8)
-            if adv.dim() < ratio.dim():
-                adv = adv.unsqueeze(-1)             # one advantage per completion, for each token
-            pg_loss1 = -adv * ratio
-            pg_loss2 = -adv * ratio.clamp(1 - hp.clip_range, 1 + hp.clip_range)
-            policy_loss = aggregate(torch.max(pg_loss1, pg_loss2), mask, loss_agg)
-            entropy = aggregate(out["entropy"], mask, loss_agg)
-            loss = policy_loss - hp.ent_coef * entropy + out.get("loss", 0.0)
-            loss = hooks.loss(loss, {"policy_loss": policy_loss, "entropy": entropy})
+                adv_mb = (adv_mb - adv_mb.mean()) / (adv_mb.std() + 1e-8)
+            hooks.zero_grad(optimizer)
+            # gradient accumulation: each microbatch is evaluated and back-propagated on its own
+            n_micro = min(grad_accum, len(idx))
+            parts: list[dict] = []
+            for micro in torch.arange(len(idx)).tensor_split(n_micro):
+                mb = {k: v[idx[micro]] for k, v in batch.items()}
+                mask = mb.get("mask")
+                out = evaluate(mb)
+                logp = out["logp"]
+                old_logp = hooks.old_logprob(mb["logp"], logp)
+                log_ratio = logp - old_logp
+                ratio = log_ratio.exp()
 
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            grad_norm = float(clip_grad_norm_(params, hp.max_grad_norm))  # pre-clip total norm
-            loss_value = float(loss.detach())
+                adv = adv_mb[micro]
+                if adv.dim() < ratio.dim():
+                    adv = adv.unsqueeze(-1)             # one advantage per completion, for each token
+                pg_loss1 = -adv * ratio
+                pg_loss2 = -adv * ratio.clamp(1 - hp.clip_range, 1 + hp.clip_range)
+                policy_loss = aggregate(hooks.surrogate(pg_loss1, pg_loss2), mask, loss_agg)
+                entropy = aggregate(out["entropy"], mask, loss_agg)
+                loss = policy_loss - hp.ent_coef * entropy + out.get("loss", 0.0)
+                loss = hooks.loss(loss, {"policy_loss": policy_loss, "entropy": entropy})
+                with torch.no_grad():
+                    parts.append({"ratio": ratio.detach(), "log_ratio": log_ratio.detach(),
+                                  "pg_loss1": pg_loss1.detach(), "pg_loss2": pg_loss2.detach(),
+                                  "adv": adv.expand_as(ratio), "mask": mask,
+                                  "policy_loss": float(policy_loss),
+                                  "entropy": float(entropy), "loss": float(loss),
+                                  **{k: float(v) for k, v in out.get("metrics", {}).items()}})
+                    approx_kl = float(masked_mean((ratio - 1) - log_ratio, mask))
+                # SB3's early stopping: the minibatch's approx_kl, before its optimizer step
+                if target_kl is not None and approx_kl > 1.5 * target_kl:
+                    stop = True
+                    break
+                (loss / n_micro).backward()
+
+            loss_value = sum(part["loss"] for part in parts) / len(parts)
             stepped_before = steps[0]
-            if not (math.isfinite(loss_value) and math.isfinite(grad_norm)):
-                nonfinite = True
-            else:
-                hooks.optimizer_step(optimizer)
-            grad_norms.append(grad_norm)
+            grad_norm = math.nan
+            if not stop:
+                grad_norm = float(clip_grad_norm_(params, hp.max_grad_norm))  # pre-clip total norm
+                if not (all(math.isfinite(part["loss"]) for part in parts) and math.isfinite(grad_norm)):
+                    nonfinite = True
+                else:
+                    hooks.optimizer_step(optimizer)
+                grad_norms.append(grad_norm)
 
             with torch.no_grad():
-                stats.add({"epoch": epoch, "minibatch": minibatch, "n_samples": int(adv.shape[0]),
-                           "n_tokens": int(mask.sum()) if mask is not None else int(adv.shape[0]),
-                           "policy_loss": float(policy_loss), "entropy": float(entropy), "loss": loss_value,
-                           **ratio_stats(ratio, log_ratio, pg_loss1, pg_loss2, hp.clip_range, adv, mask),
-                           **{k: float(v) for k, v in out.get("metrics", {}).items()},
+                cat = {k: torch.cat([part[k] for part in parts]) if parts[0][k] is not None else None
+                       for k in ("ratio", "log_ratio", "pg_loss1", "pg_loss2", "adv", "mask")}
+                ratio_row = hooks.ratio_metrics(
+                    ratio_stats(cat["ratio"], cat["log_ratio"], cat["pg_loss1"], cat["pg_loss2"], hp.clip_range,
+                                cat["adv"], cat["mask"]),
+                    cat["ratio"], cat["log_ratio"], hp.clip_range, cat["mask"])
+                extra = {k: sum(part[k] for part in parts) / len(parts) for k in parts[0]
+                         if k not in cat and k not in ("policy_loss", "entropy", "loss")}
+                n_rows = int(cat["ratio"].shape[0])
+                stats.add({"epoch": epoch, "minibatch": minibatch, "n_samples": n_rows,
+                           "n_tokens": int(cat["mask"].sum()) if cat["mask"] is not None else n_rows,
+                           "policy_loss": sum(part["policy_loss"] for part in parts) / len(parts),
+                           "entropy": sum(part["entropy"] for part in parts) / len(parts), "loss": loss_value,
+                           **ratio_row, **extra,
                            "grad_norm": grad_norm, "lr": hp.lr, "clip_range": hp.clip_range,
                            "stepped": int(steps[0] > stepped_before), "nonfinite": int(nonfinite)})
-            if nonfinite:
+            if nonfinite or stop:
                 break
-        if nonfinite:
+        if nonfinite or stop:
             break
 
     counter.remove()

@@ -1,49 +1,36 @@
 """Native PPO (CleanRL-style), yielding one row of canonical metrics per update.
 
 Read top to bottom: rollout -> GAE -> clipped-surrogate update (harness/agents/core.py).
-Faults act only through the hooks (harness/hooks.py): ``hooks.hyperparams`` each update,
-``hooks.wrap_env`` once, and the old-logprob / loss / optimizer-step hooks in the update.
+Faults act only through the hooks (harness/hooks.py): ``hooks.hyperparams`` and
+``hooks.scheduled_lr`` each update, ``hooks.wrap_env`` once, the episode-end, final-observation
+and autoreset hooks in the rollout, the GAE and advantage hooks after it, and the
+old-logprob / surrogate / loss / zero-grad / optimizer-step hooks in the update.
 
 Gymnasium 1.x vector envs autoreset on the *next* step: the step after an episode ends
 ignores the action, returns reward 0 and the first observation of the new episode. Those
 reset steps are marked invalid and never trained on, so no transition crosses an episode
 boundary; the observation they carry is the episode's final one, whose value bootstraps
 a truncated episode.
+
+Observation and reward normalisation (``norm_obs`` / ``norm_reward``) are gymnasium's vector
+wrappers, outside the episode monitor and the fault's wrappers, as SB3's VecNormalize sits
+outside Monitor and any ``wrapper_class``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 
 import numpy as np
 import torch
+from gymnasium.wrappers.vector import NormalizeObservation, NormalizeReward
 
 from harness.agents.core import Evaluation, ppo_update
 from harness.agents.networks import ActorCritic
 from harness.config import Experiment
 from harness.envs import make_vec_env
-
-
-def compute_gae(rewards: np.ndarray, values: np.ndarray, next_value: np.ndarray,
-                terminated: np.ndarray, truncated: np.ndarray, gamma: float, lam: float
-                ) -> np.ndarray:
-    """GAE over a [T, N] rollout with next-step autoreset.
-
-    ``values[t]`` is V(obs_t); ``next_value`` is V of the observation after the last step.
-    At a terminated step there is no bootstrap; at a truncated step the bootstrap is
-    V(final observation), which next-step autoreset hands back as the next observation,
-    so ``values[t + 1]``. Neither lets the advantage of the next episode flow back.
-    Entries of reset steps are meaningless and must be masked by the caller.
-    """
-    values_next = np.concatenate([values[1:], next_value[None]])
-    deltas = rewards + gamma * values_next * (1.0 - terminated) - values
-    carry = gamma * lam * (1.0 - np.maximum(terminated, truncated))
-    advantages = np.zeros_like(rewards)
-    last_gae = np.zeros_like(next_value)
-    for t in reversed(range(rewards.shape[0])):
-        last_gae = deltas[t] + carry[t] * last_gae
-        advantages[t] = last_gae
-    return advantages
+from harness.hooks import compute_gae  # noqa: F401 - the healthy GAE, re-exported for callers
 
 
 def updates_planned(exp: Experiment) -> int:
@@ -56,6 +43,8 @@ def train(exp: Experiment) -> Iterator[dict]:
     generator = torch.Generator().manual_seed(exp.seed)
 
     envs = make_vec_env(exp.env, cfg.num_envs, fault)
+    obs_norm = envs = NormalizeObservation(envs) if cfg.norm_obs else envs
+    envs = NormalizeReward(envs, gamma=cfg.gamma) if cfg.norm_reward else envs
     model = ActorCritic(envs.single_observation_space, envs.single_action_space, cfg.hidden)
     optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr, eps=1e-5, fused=True)
     continuous = not model.discrete
@@ -68,14 +57,20 @@ def train(exp: Experiment) -> Iterator[dict]:
     rewards, terminated, truncated = np.zeros((T, N)), np.zeros((T, N)), np.zeros((T, N))
     valid = np.zeros((T, N), dtype=bool)
 
+    if cfg.norm_obs:     # the first reset's observations count under update 0's hooks
+        obs_norm.update_running_mean = fault.begin_update(0, cfg)[0].obs_norm_training()
     obs, _ = envs.reset(seed=exp.seed)
     reset_step = np.zeros(N, dtype=bool)     # True where the next step() only resets the env
     ep_return, ep_length = np.zeros(N), np.zeros(N, dtype=np.int64)
     env_step = 0
+    n_updates = updates_planned(exp)
 
     try:
-        for update in range(updates_planned(exp)):
+        for update in range(n_updates):
             hooks, hp = fault.begin_update(update, cfg)
+            hp = dataclasses.replace(hp, lr=hooks.scheduled_lr(hp, update, n_updates))
+            if cfg.norm_obs:
+                obs_norm.update_running_mean = hooks.obs_norm_training()
 
             # ---- rollout ----------------------------------------------------------
             finished_returns, finished_lengths, episodes = [], [], []
@@ -87,7 +82,8 @@ def train(exp: Experiment) -> Iterator[dict]:
 
                 env_action = np.clip(action.numpy(), low, high) if continuous else action.numpy()
                 obs, rewards[t], term, trunc, info = envs.step(env_action)
-                terminated[t], truncated[t] = term, trunc
+                terminated[t], truncated[t] = hooks.episode_end(term, trunc)
+                obs = hooks.final_observation(obs, obs_buf[t].numpy(), trunc)
 
                 ep_return += rewards[t] * valid[t]
                 ep_length += valid[t]
@@ -102,25 +98,28 @@ def train(exp: Experiment) -> Iterator[dict]:
                                   "env_return": float(monitor["r"][i]), "length": int(ep_length[i])}
                                  for i in np.flatnonzero(done)]
                     ep_return[done], ep_length[done] = 0.0, 0
-            rewards *= valid                      # reset steps carry no transition
-            terminated *= valid
-            truncated *= valid
             env_step += int(valid.sum())
+            # the transitions trained on: not the reset steps (unless the loop assumes same-step autoreset)
+            trained = np.ones_like(valid) if hooks.assumes_same_step_autoreset() else valid
+            rewards *= trained                    # reset steps carry no transition
+            terminated *= trained
+            truncated *= trained
 
             # ---- GAE (a done step never bootstraps across the episode boundary) -----
             with torch.no_grad():
                 next_value = model.value(torch.as_tensor(obs, dtype=torch.float32)).numpy()
             values = value_buf.numpy()
-            advantages = compute_gae(rewards, values, next_value, terminated, truncated,
-                                     hp.gamma, hp.gae_lambda)
-            returns = advantages + values
+            advantages = hooks.gae(rewards, values, next_value, terminated, truncated, trained,
+                                   hp.gamma, hp.gae_lambda)
+            returns = advantages + values         # the value targets
+            advantages = hooks.advantages(advantages)
 
-            v = torch.from_numpy(valid)
+            v = torch.from_numpy(trained)
             batch = {"obs": obs_buf[v], "actions": act_buf[v], "logp": logp_buf[v],
-                     "adv": torch.from_numpy(advantages[valid]).float(),
-                     "returns": torch.from_numpy(returns[valid]).float()}
-            var_returns = float(returns[valid].var())
-            explained_variance = (1 - float((returns - values)[valid].var()) / var_returns
+                     "adv": torch.from_numpy(advantages[trained]).float(),
+                     "returns": torch.from_numpy(returns[trained]).float()}
+            var_returns = float(returns[trained].var())
+            explained_variance = (1 - float((returns - values)[trained].var()) / var_returns
                                   if var_returns > 0 else np.nan)
 
             # ---- clipped-surrogate update -----------------------------------------
@@ -136,13 +135,13 @@ def train(exp: Experiment) -> Iterator[dict]:
                 "update": update,
                 "env_step": env_step,
                 "fault_active": fault.active,
-                "reward_mean": float(rewards[valid].mean()),
+                "reward_mean": float(rewards[trained].mean()),
                 "return_mean": float(np.mean(finished_returns)) if finished_returns else np.nan,
                 "return_std": float(np.std(finished_returns)) if finished_returns else np.nan,
                 "length_mean": float(np.mean(finished_lengths)) if finished_lengths else np.nan,
-                "adv_mean": float(advantages[valid].mean()),
-                "adv_std": float(advantages[valid].std(ddof=1)),
-                "value_mean": float(values[valid].mean()),
+                "adv_mean": float(advantages[trained].mean()),
+                "adv_std": float(advantages[trained].std(ddof=1)),
+                "value_mean": float(values[trained].mean()),
                 "explained_variance": explained_variance,
                 **update_metrics,
                 "steps": steps,

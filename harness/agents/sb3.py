@@ -3,10 +3,18 @@ through its public extension points.
 
 - one ``model.learn()`` call per update (``reset_num_timesteps=False`` after the first), so the
   effective hyperparameters of each update are set before it: ``n_epochs``, ``batch_size``,
-  coefficients as attributes, learning rate and clip range as SB3 schedules;
-- env faults wrap each single env (``make_vec_env(wrapper_class=...)``);
+  ``target_kl``, coefficients as attributes, learning rate (with any warmup / annealing, the
+  ``scheduled_lr`` hook) and clip range as SB3 schedules;
+- env faults wrap each single env (``make_vec_env(wrapper_class=...)``, outside SB3's Monitor);
+  the episode-boundary hooks act in an env adapter there too (:class:`EpisodeBoundary`), the
+  way a gymnasium compatibility wrapper or a next-step-autoreset env reaches SB3; observation
+  and reward normalisation is SB3's ``VecNormalize`` (the ``obs_norm_training`` hook sets its
+  ``training`` flag);
 - the old-logprob hook acts in a subclassed rollout buffer (``rollout_buffer_class``), whose
-  ``_get_samples`` runs lazily just before each minibatch is used;
+  ``_get_samples`` runs lazily just before each minibatch is used; the GAE and advantage hooks
+  act in its ``compute_returns_and_advantage``;
+- the zero-grad hook acts through ``policy_kwargs["optimizer_class"]``, an Adam whose
+  ``zero_grad`` calls it (only when the fault overrides it);
 - a subclassed policy records what ``evaluate_actions`` returns, a callback the rollout, and
   gradient / optimizer-step hooks the update.
 
@@ -21,6 +29,7 @@ norm, optimizer steps, parameter change, non-finite values) is measured by instr
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterator
 from typing import Any
@@ -34,6 +43,7 @@ from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.logger import Logger
 from stable_baselines3.common.policies import ActorCriticPolicy
+from stable_baselines3.common.vec_env import VecNormalize
 from torch.nn.utils import parameters_to_vector
 
 from harness.agents.core import MinibatchStats, ratio_stats
@@ -43,18 +53,50 @@ from harness.agents.ppo import (
 from harness.config import ConfigError, Experiment
 from harness.hooks import HEALTHY, Hooks
 
-#: the hooks SB3's PPO lets a fault reach without copying its code
-EXPRESSIBLE = {"wrap_env", "hyperparams", "old_logprob"}
+#: the hooks SB3's PPO lets a fault reach without copying its code, and where
+EXPRESSIBLE = {
+    "wrap_env": "env wrapper (make_vec_env wrapper_class)",
+    "hyperparams": "constructor / attribute hyperparameters",
+    "scheduled_lr": "learning-rate schedule callable",
+    "old_logprob": "rollout_buffer_class (_get_samples)",
+    "gae": "rollout_buffer_class (compute_returns_and_advantage)",
+    "advantages": "rollout_buffer_class (compute_returns_and_advantage)",
+    "episode_end": "env adapter outside Monitor",
+    "final_observation": "env adapter outside Monitor (the terminal_observation SB3 bootstraps from)",
+    "assumes_same_step_autoreset": "a next-step-autoreset env adapter (SB3 assumes same-step autoreset)",
+    "obs_norm_training": "VecNormalize.training",
+    "zero_grad": "policy_kwargs optimizer_class",
+}
+#: the hooks it cannot reach, and why
+NOT_EXPRESSIBLE = {
+    "ref_logprob": "SB3's PPO has no reference policy",
+    "loss": "SB3 builds the loss inside PPO.train()",
+    "surrogate": "SB3 computes the clipped surrogate inside PPO.train()",
+    "optimizer_step": "SB3 steps the optimizer inside PPO.train()",
+    "ratio_metrics": "SB3 computes and logs clip_fraction and approx_kl inside PPO.train()",
+}
 
 
-def check_expressible(fault: Hooks) -> None:
-    overridden = sorted(name for name in ("wrap_env", "hyperparams", "old_logprob", "ref_logprob", "loss",
-                                          "optimizer_step")
-                        if getattr(type(fault), name) is not getattr(Hooks, name))
-    missing = [name for name in overridden if name not in EXPRESSIBLE]
+def _overrides(fault: Hooks, name: str) -> bool:
+    return getattr(type(fault), name) is not getattr(Hooks, name)
+
+
+def check_expressible(fault: Hooks, algo: Any = None) -> None:
+    """Raise a one-line ConfigError naming why, if SB3's PPO cannot run this fault (or config)."""
+    hooks = sorted(name for name in (*EXPRESSIBLE, *NOT_EXPRESSIBLE) if _overrides(fault, name))
+    missing = [name for name in hooks if name not in EXPRESSIBLE]
     if missing:
-        raise ConfigError(f"fault {fault.name} cannot be expressed on backend=sb3: it acts on {missing[0]}, "
-                          "which SB3's PPO does not expose (supported: env wrappers, hyperparameters, old log-probs)")
+        raise ConfigError(f"fault {fault.name} cannot be expressed on backend=sb3: it acts on {missing[0]} "
+                          f"({NOT_EXPRESSIBLE[missing[0]]})")
+    refusal = fault.sb3_refusal() if hasattr(fault, "sb3_refusal") else None
+    if refusal:
+        raise ConfigError(f"fault {fault.name} cannot be expressed on backend=sb3: {refusal}")
+    if algo is not None:
+        for hp, whose in ((algo, "the config"), (fault.hyperparams(algo), f"fault {fault.name}")):
+            if getattr(hp, "grad_accum", 1) > 1:
+                raise ConfigError(f"{whose} cannot be expressed on backend=sb3: algo.grad_accum="
+                                  f"{hp.grad_accum} (SB3's PPO takes one optimizer step per minibatch, with no "
+                                  "gradient accumulation)")
 
 
 class Instrument:
@@ -140,6 +182,21 @@ class InstrumentedBuffer(RolloutBuffer):
         self.instrument.sample = samples
         return samples
 
+    def compute_returns_and_advantage(self, last_values: torch.Tensor, dones: np.ndarray) -> None:
+        hooks = self.instrument.hooks
+        if not _overrides(hooks, "gae"):
+            super().compute_returns_and_advantage(last_values, dones)
+        else:
+            # SB3's layout: episode_starts[t + 1] says step t ended an episode (same-step autoreset),
+            # and a time limit's bootstrap is already in its reward (collect_rollouts, SB3#633)
+            terminated = np.concatenate([self.episode_starts[1:], dones[None].astype(np.float32)])
+            adv = hooks.gae(self.rewards, self.values, last_values.clone().cpu().numpy().flatten(), terminated,
+                            np.zeros_like(terminated), np.ones(terminated.shape, dtype=bool), self.gamma,
+                            self.gae_lambda)
+            self.advantages = adv.astype(np.float32)
+            self.returns = self.advantages + self.values
+        self.advantages = hooks.advantages(self.advantages).astype(np.float32)
+
 
 class InstrumentedPolicy(ActorCriticPolicy):
     """SB3's actor-critic, reporting what evaluate_actions returns for each minibatch."""
@@ -152,12 +209,63 @@ class InstrumentedPolicy(ActorCriticPolicy):
         return values, log_prob, entropy
 
 
+class EpisodeBoundary(gym.Wrapper):
+    """The env adapter between a single env (Monitor inside) and SB3, where the episode-boundary
+    hooks act: the end flags SB3 sees, the observation a truncated episode hands on (SB3 puts it in
+    ``terminal_observation`` and bootstraps from its value), and next-step autoreset: the episode's
+    end is reported, SB3's immediate ``reset()`` gets the final observation back, and the next
+    ``step()`` ignores its action and resets (reward 0), as gymnasium >= 1.0 vector envs do."""
+
+    def __init__(self, env: gym.Env, instrument: "Instrument") -> None:
+        super().__init__(env)
+        self.instrument = instrument
+        self.last_obs: Any = None
+        self.reset_pending = False
+
+    def reset(self, **kwargs: Any) -> tuple[Any, dict]:
+        if self.reset_pending:       # a next-step-autoreset env has not reset yet
+            return self.last_obs, {}
+        self.last_obs, info = self.env.reset(**kwargs)
+        return self.last_obs, info
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict]:
+        hooks = self.instrument.hooks
+        if self.reset_pending:       # the phantom step: the action is ignored
+            self.reset_pending = False
+            self.last_obs, info = self.env.reset()
+            return self.last_obs, 0.0, False, False, info
+        obs, reward, term, trunc, info = self.env.step(action)
+        obs = hooks.final_observation(np.asarray(obs)[None], np.asarray(self.last_obs)[None],
+                                      np.array([trunc]))[0]
+        flags = hooks.episode_end(np.array([term]), np.array([trunc]))
+        term, trunc = bool(flags[0][0]), bool(flags[1][0])
+        self.reset_pending = (term or trunc) and hooks.assumes_same_step_autoreset()
+        self.last_obs = obs
+        return obs, reward, term, trunc, info
+
+
+class HookedAdam(torch.optim.Adam):
+    """Adam whose ``zero_grad`` is the fault's zero-grad hook (``policy_kwargs["optimizer_class"]``)."""
+
+    instrument: "Instrument"
+    _in_hook = False
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        if self._in_hook:            # the hook clearing the gradients itself
+            return super().zero_grad(set_to_none)
+        self._in_hook = True
+        try:
+            self.instrument.hooks.zero_grad(self)
+        finally:
+            self._in_hook = False
+
+
 class RolloutRecorder(BaseCallback):
     """Rewards, finished episodes and the raw advantages of one rollout."""
 
     def __init__(self, num_envs: int) -> None:
         super().__init__()
-        self.ep_return, self.ep_length = np.zeros(num_envs), np.zeros(num_envs, dtype=np.int64)
+        self.ep_return = np.zeros(num_envs)
         self.base_step = 0     # env steps before this rollout (set by the training loop)
 
     def _on_rollout_start(self) -> None:
@@ -171,15 +279,14 @@ class RolloutRecorder(BaseCallback):
         dones = self.locals["dones"]
         self.rewards.append(rewards)
         self.ep_return += rewards
-        self.ep_length += 1
-        self.returns += list(self.ep_return[dones])
-        self.lengths += list(self.ep_length[dones])
         for i in np.flatnonzero(dones):       # Monitor (inside any fault wrapper) has the env's own return
             monitor = self.locals["infos"][i]["episode"]
+            self.returns.append(float(self.ep_return[i]))
+            self.lengths.append(int(monitor["l"]))   # the env's steps (a phantom reset step is not one)
             self.episodes.append({"env_step": self.base_step + len(self.rewards) * len(dones),
                                   "return": float(self.ep_return[i]), "env_return": float(monitor["r"]),
-                                  "length": int(self.ep_length[i])})
-        self.ep_return[dones], self.ep_length[dones] = 0.0, 0
+                                  "length": int(monitor["l"])})
+        self.ep_return[dones] = 0.0
         return True
 
     def metrics(self, buffer: RolloutBuffer) -> dict[str, float]:
@@ -210,20 +317,32 @@ def _schedule(instrument: Instrument, name: str):
 
 def train(exp: Experiment) -> Iterator[dict]:
     cfg, fault = exp.algo, exp.fault
-    check_expressible(fault)
+    check_expressible(fault, cfg)
     instrument = Instrument()
     instrument.hp = cfg
+    boundary = any(_overrides(fault, h)
+                   for h in ("episode_end", "final_observation", "assumes_same_step_autoreset"))
+
+    def wrapper(env: gym.Env) -> gym.Env:        # outside Monitor, as make_vec_env puts wrapper_class
+        env = fault.wrap_env(env)
+        return EpisodeBoundary(env, instrument) if boundary else env
+
     envs = make_vec_env(exp.env.id, n_envs=cfg.num_envs, seed=exp.seed, env_kwargs=dict(exp.env.kwargs),
-                        wrapper_class=fault.wrap_env)
+                        wrapper_class=wrapper)
+    if cfg.norm_obs or cfg.norm_reward:
+        envs = VecNormalize(envs, norm_obs=cfg.norm_obs, norm_reward=cfg.norm_reward, gamma=cfg.gamma)
+    policy_kwargs: dict[str, Any] = dict(net_arch=dict(pi=[cfg.hidden] * 2, vf=[cfg.hidden] * 2),
+                                         activation_fn=torch.nn.Tanh)
+    if _overrides(fault, "zero_grad"):
+        policy_kwargs.update(optimizer_class=HookedAdam, optimizer_kwargs=dict(eps=1e-5))  # SB3's Adam eps
     model = PPO(InstrumentedPolicy, envs, n_steps=cfg.n_steps, batch_size=cfg.batch_size // cfg.n_minibatches,
                 n_epochs=cfg.n_epochs, learning_rate=_schedule(instrument, "lr"), gamma=cfg.gamma,
                 gae_lambda=cfg.gae_lambda, clip_range=_schedule(instrument, "clip_range"),
                 ent_coef=cfg.ent_coef, vf_coef=cfg.vf_coef, max_grad_norm=cfg.max_grad_norm,
-                normalize_advantage=cfg.norm_adv, rollout_buffer_class=InstrumentedBuffer, seed=exp.seed,
-                device="cpu", policy_kwargs=dict(net_arch=dict(pi=[cfg.hidden] * 2, vf=[cfg.hidden] * 2),
-                                                 activation_fn=torch.nn.Tanh))
+                normalize_advantage=cfg.norm_adv, target_kl=cfg.target_kl, rollout_buffer_class=InstrumentedBuffer,
+                seed=exp.seed, device="cpu", policy_kwargs=policy_kwargs)
     model.set_logger(Logger(folder=None, output_formats=[]))
-    model.policy.instrument = model.rollout_buffer.instrument = instrument
+    model.policy.instrument = model.rollout_buffer.instrument = model.policy.optimizer.instrument = instrument
     model.rollout_buffer.policy = model.policy
     params = [p for p in model.policy.parameters() if p.requires_grad]
     n_params = len(params)
@@ -232,14 +351,18 @@ def train(exp: Experiment) -> Iterator[dict]:
     model.policy.optimizer.register_step_post_hook(lambda *_: instrument.stepped())
     recorder = RolloutRecorder(cfg.num_envs)
     env_step = 0
+    n_updates = updates_planned(exp)
 
     try:
-        for update in range(updates_planned(exp)):
+        for update in range(n_updates):
             hooks, hp = fault.begin_update(update, cfg)
+            hp = dataclasses.replace(hp, lr=hooks.scheduled_lr(hp, update, n_updates))
             instrument.hooks, instrument.hp = hooks, hp
             minibatch_size = hp.batch_size // hp.n_minibatches
             instrument.reset(per_epoch=-(-cfg.batch_size // minibatch_size))
-            model.n_epochs, model.batch_size = hp.n_epochs, minibatch_size
+            model.n_epochs, model.batch_size, model.target_kl = hp.n_epochs, minibatch_size, hp.target_kl
+            if isinstance(envs, VecNormalize):
+                envs.training = hooks.obs_norm_training()
             model.ent_coef, model.vf_coef, model.max_grad_norm = hp.ent_coef, hp.vf_coef, hp.max_grad_norm
             model.normalize_advantage, model.gamma = hp.norm_adv, hp.gamma
             model.rollout_buffer.gamma, model.rollout_buffer.gae_lambda = hp.gamma, hp.gae_lambda

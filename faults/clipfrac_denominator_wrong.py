@@ -1,0 +1,44 @@
+"""Telemetry only: the logged clip fraction and approx KL are divided by the wrong count.
+
+Report (read): RLinf/RLinf#1471 ("actor/approx_kl and actor/clip_fraction are inflated by
+action_dim x num_action_chunks (metrics only)": they "divide a sum taken over a **broadcast** tensor
+by `loss_mask.count_nonzero()`, which counts the **un-broadcast** mask ... inflated by
+numel(broadcast) / count_nonzero(loss_mask)"; "I measured **84x** inflation"; "Metrics only: the
+loss itself is unaffected"; the issue is closed). Here each sample's clip indicator and k3 term
+are broadcast against a per-dimension mask of ``width`` columns (RLinf's action_dim x chunks) and
+divided by the sample count, so both read ``width`` times too high; training is untouched.
+"""
+
+from dataclasses import dataclass
+
+import torch
+
+from faults.base import Fault, param
+
+
+@dataclass
+class ClipfracDenominatorWrong(Fault):
+    width: int = param(84, "the broadcast width the denominator misses (RLinf: action_dim x chunks)", ge=2, le=10000,
+                       kind=int)
+
+    name = "clipfrac_denominator_wrong"
+    kind = "telemetry"
+    description = ("the logged clipfrac and approx_kl are a sum over a broadcast tensor divided by the un-broadcast "
+                   "count: both read width x too high (84x in the report); training is healthy")
+    provenance = ("RLinf#1471 (actor/clip_fraction and approx_kl \"inflated by numel(broadcast) / "
+                  "count_nonzero(loss_mask)\", \"84x\"; metrics only)")
+    acts_on = "ratio-metrics hook (the logged clipfrac and approx_kl only)"
+    algos = ("ppo",)
+    backends = ("native",)
+    expected = ('clipfrac_impossible',)
+
+    def ratio_metrics(self, stats: dict[str, float], ratio: torch.Tensor, log_ratio: torch.Tensor, clip_range: float,
+                      mask: torch.Tensor | None) -> dict[str, float]:
+        rows = ratio.shape[0] if mask is None else int(mask.sum())
+        per_dim = torch.ones(ratio.shape[0], self.width)            # the mask the sum is broadcast against
+        clipped = ((ratio - 1).abs() > clip_range).float()
+        k3 = (ratio - 1) - log_ratio
+        if mask is not None:                                         # token rows: real tokens only
+            clipped, k3 = torch.where(mask, clipped, 0.0).sum(-1), torch.where(mask, k3, 0.0).sum(-1)
+        return {**stats, "clipfrac": float((clipped[:, None] * per_dim).sum() / rows),
+                "approx_kl": float((k3[:, None] * per_dim).sum() / rows)}

@@ -1,0 +1,30 @@
+"""The learning rate is far too low: the policy moves too little per update to learn in the budget.
+
+Report (read): isp1tze/MAProj#3 ("The learning rate for actor and critic is too small, it takes a
+very long time to converge"). AutoTrainer's slow-convergence rule and RLExplorer's stagnation
+checks flag the same symptom. ``factor`` (the configured lr is divided by it) is the severity knob.
+"""
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from faults.base import Fault, form_param, param
+
+
+@dataclass
+class LRTooLow(Fault):
+    factor: float = param(100.0, "the intended learning rate is divided by this", gt=1, le=1e9)
+    form: str = form_param("misconfigured", "misconfigured", "overridden")
+
+    name = "lr_too_low"
+    description = ("the learning rate is divided by a large factor: approx_kl and clip fraction stay tiny, learning "
+                   "stalls")
+    provenance = ("MAProj#3 (\"The learning rate ... is too small, it takes a very long time to converge\"); "
+                  "AutoTrainer slow-convergence rule")
+    acts_on = "hyperparameter lr / factor (misconfigured: in the config; overridden: replaced in the update)"
+    algos = ("ppo",)
+    backends = ("native", "sb3")
+    expected = ('approx_kl_tiny',)
+
+    def hyperparams(self, hp: Any) -> Any:
+        return replace(hp, lr=hp.lr / self.factor)

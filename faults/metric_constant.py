@@ -1,0 +1,40 @@
+"""Telemetry only: the clip fraction is computed from the already-clipped ratio, so it is always 0.
+
+Reports (read): RLinf/RLinf#1529 ("critic/value_clip_ratio is always 0 (compares the post-clip update
+against the clip bound)": "`value_pred_clipped - prev_values` *is* `(values -
+prev_values).clamp(-value_clip, value_clip)` by construction, so its absolute value is `<=
+value_clip` for every element. The strict `>` comparison can therefore never be true, and the
+metric is identically zero no matter how far the value head moves"; "Metrics only"), fixed by
+RLinf PR#1530; verl PR#972 ("Currently, `pg_clipfrac_lower` is always 0 by mistake"). The same
+mistake on the policy's clip fraction: the range check runs on the clipped ratio,
+``clip(r, 1 - eps, 1 + eps)`` outside ``[1 - eps, 1 + eps]``, which never holds, so clipfrac reads
+exactly 0 however far the ratio moves; training is untouched.
+"""
+
+from dataclasses import dataclass
+
+import torch
+
+from faults.base import Fault
+
+
+@dataclass
+class MetricConstant(Fault):
+    name = "metric_constant"
+    kind = "telemetry"
+    description = ("clipfrac is computed on the clipped ratio, so it is identically 0 while the ratio moves past "
+                   "the clip range; training is healthy")
+    provenance = ("RLinf#1529 (value_clip_ratio compares the post-clip update against the clip bound: \"the metric is "
+                  "identically zero no matter how far the value head moves\"), fixed by RLinf PR#1530; verl PR#972 "
+                  "(\"pg_clipfrac_lower is always 0 by mistake\")")
+    acts_on = "ratio-metrics hook (the logged clipfrac only)"
+    algos = ("ppo",)
+    backends = ("native",)
+    expected = ('clipfrac_inconsistent',)
+
+    def ratio_metrics(self, stats: dict[str, float], ratio: torch.Tensor, log_ratio: torch.Tensor, clip_range: float,
+                      mask: torch.Tensor | None) -> dict[str, float]:
+        clipped_ratio = ratio.clamp(1 - clip_range, 1 + clip_range)
+        clipped = ((clipped_ratio > 1 + clip_range) | (clipped_ratio < 1 - clip_range)).float()
+        value = clipped.mean() if mask is None else torch.where(mask, clipped, 0.0).sum() / mask.sum().clamp(min=1)
+        return {**stats, "clipfrac": float(value)}

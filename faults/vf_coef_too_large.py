@@ -1,0 +1,33 @@
+"""The value-loss coefficient is far too large: the critic's gradient dominates the shared clip.
+
+Synthetic: no report of this exact misconfiguration was read. The closest: ray-project/ray PR#22171
+(raising the value-loss coefficient on CartPole: "setting it higher results in bad agents", which
+that PR traced to a value-clipping bug). With separate actor and critic networks (CleanRL's and
+SB3's MLP layout) Adam normalises each parameter's step, so the coefficient acts mainly through the
+global gradient-norm clip, which the value gradient now fills: the policy's share of every clipped
+step shrinks. ``factor`` multiplies the intended vf_coef (the severity knob).
+"""
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from faults.base import Fault, form_param, param
+
+
+@dataclass
+class VfCoefTooLarge(Fault):
+    factor: float = param(100.0, "the intended vf_coef is multiplied by this", gt=1, le=1e4)
+    form: str = form_param("misconfigured", "misconfigured", "overridden")
+
+    name = "vf_coef_too_large"
+    description = ("vf_coef multiplied by a large factor: the value loss fills the loss and the clipped gradient, "
+                   "starving the policy's share of each step")
+    provenance = ("synthetic: a unit or copy slip in vf_coef; ray PR#22171 notes higher value-loss coefficients "
+                  "giving \"bad agents\" on CartPole (there from a value-clipping bug)")
+    acts_on = "hyperparameter vf_coef * factor (misconfigured: in the config; overridden: replaced in the update)"
+    algos = ("ppo",)
+    backends = ("native", "sb3")
+    expected = ('vf_coef_effective_high',)
+
+    def hyperparams(self, hp: Any) -> Any:
+        return replace(hp, vf_coef=hp.vf_coef * self.factor)

@@ -1,0 +1,285 @@
+"""Each PPO fault does what it says, on real (tiny) runs of both backends: the training loop runs
+with the fault replaced by a subclass that records what its hooks return, or its stored rows are
+read; plus the PPO hyperparameters the faults need (warmup, annealing, target_kl, normalisation,
+gradient accumulation) and the sweep's healthy runs in each fault's setting."""
+
+from __future__ import annotations
+
+import dataclasses
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from faults import FAULTS
+from harness.run import agent, effective_hyperparams, user_config
+from harness.store import RunStore
+from harness.sweep import Setup, plan
+from tests.helpers import SHORT, make_experiment, train
+
+TOY = ["algo.num_envs=4", "algo.n_steps=32", "env.total_timesteps=384"]          # 3 updates of 128 steps
+FIXED = ["env.id=harness-test/FixedLength-v0", *TOY]                               # 5 steps, then terminated
+TRUNCATED = ["env.id=harness-test/FixedLengthTruncated-v0", *TOY]                  # 5 steps, then truncated
+ONE_UPDATE = ["env.total_timesteps=1024", "algo.n_steps=64"]
+BACKENDS = ["native", "sb3"]
+
+
+def run(overrides: list[str], record: tuple[str, ...] = ()) -> tuple[list[dict], dict[str, list]]:
+    """Train for real with the configured fault replaced by a subclass recording (args, result) of
+    the named hooks; returns the update rows and the records (nothing is stored)."""
+    exp = make_experiment(overrides)
+    base = type(exp.fault)
+    calls: dict[str, list] = {name: [] for name in record}
+
+    def copy(x):
+        if isinstance(x, torch.Tensor):
+            return x.detach().clone().numpy()
+        return np.copy(x) if isinstance(x, np.ndarray) else x
+
+    def recording(name):
+        def hook(self, *args):
+            out = getattr(base, name)(self, *args)
+            calls[name].append((tuple(copy(a) for a in args), copy(out)))
+            return out
+        return hook
+
+    cls = type(f"Recording{base.__name__}", (base,), {name: recording(name) for name in record})
+    fault = cls(**{f.name: getattr(exp.fault, f.name) for f in dataclasses.fields(exp.fault)})
+    exp = dataclasses.replace(exp, fault=fault)
+    torch.set_num_threads(exp.torch_threads)
+    return list(agent(exp).train(exp)), calls
+
+
+# ---- episode boundaries -------------------------------------------------------------------------
+
+@pytest.mark.parametrize("env", [TRUNCATED, ["env=cartpole", "+env.kwargs.max_episode_steps=10", *TOY]],
+                         ids=["fixed_length", "cartpole"])
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_truncation_as_termination_drops_the_bootstrap_the_twin_takes(backend, env):
+    """At a time-limit step the twin bootstraps (advantage r + gamma V(s') - V(s)) and the faulty run
+    does not (r - V(s)); the first update's values are the same in both (same seed, same weights)."""
+    args = [f"backend={backend}", *env]
+    _, faulty = run(["fault=truncation_as_termination", *args], record=("gae",))
+    _, twin = run(["fault=none", *args], record=("gae",))
+    (rf, vf, _, term_f, trunc_f, _, gamma, _), adv_f = faulty["gae"][0]
+    (rt, vt, _, term_t, trunc_t, _, _, _), adv_t = twin["gae"][0]
+    np.testing.assert_array_equal(vf, vt)
+    assert not trunc_f.any()
+    if backend == "native":
+        ends = trunc_t == 1                      # the time limit: truncated for the twin, terminated for the fault
+        assert ends.sum() >= 4 and (term_f[ends] == 1).all() and (term_t[ends] == 0).all()
+        bootstrap = gamma * vt[1:][ends[:-1]]     # V(final observation), handed on at the reset step after it
+        np.testing.assert_allclose((adv_t - adv_f)[:-1][ends[:-1]], bootstrap, rtol=1e-5, atol=1e-6)
+    else:                      # SB3 adds gamma V(terminal_observation) to a truncated step's reward itself
+        ends = term_t == 1                       # terminations (no bootstrap either way) and truncations
+        assert (term_f[ends] == 1).all() and not trunc_t.any() and (rf[ends] == 1.0).all()
+        bootstrap = rt[ends] - 1.0
+        np.testing.assert_allclose((adv_t - adv_f)[ends], bootstrap, rtol=1e-5, atol=1e-6)
+        bootstrap = bootstrap[bootstrap != 0]    # the truncations
+    assert len(bootstrap) >= 4 and (np.abs(bootstrap) > 1e-4).all()
+
+
+def test_the_run_command_stores_the_faulty_run_and_its_bootstrapping_twin(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "harness", "fault=truncation_as_termination", "env=cartpole",
+                          "env.total_timesteps=2048", "algo.n_steps=64", f"results_dir={tmp_path}"],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    metas = sorted(RunStore(tmp_path).iter_metas(), key=lambda m: m["fault"])
+    assert [m["fault"] for m in metas] == ["none", "truncation_as_termination"]
+    assert all(m["status"] == "ok" for m in metas)
+    assert metas[0]["config"]["algo"] == metas[1]["config"]["algo"] and metas[1]["fault_form"] == "code bug"
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_autoreset_misuse_trains_on_the_phantom_reset_step_and_keeps_the_episode_rows(backend):
+    rows, _ = run(["fault=autoreset_misuse", f"backend={backend}", *FIXED])
+    twin, _ = run(["fault=none", f"backend={backend}", *FIXED])
+    assert all(r["reward_mean"] == 1.0 for r in twin)
+    # 5 rewarded steps and one phantom step (reward 0, action ignored) per 5-step episode
+    assert all(abs(r["reward_mean"] - 5 / 6) < 0.03 for r in rows), [r["reward_mean"] for r in rows]
+    episodes = [e for r in rows for e in r["episodes"]]
+    assert len(episodes) >= 10
+    assert all(e["length"] == 5 and e["return"] == 5.0 and e["env_return"] == 5.0 for e in episodes)
+    assert all(r["length_mean"] == 5 for r in rows)
+
+
+@pytest.mark.parametrize("ignores", ["carry", "both"])
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_gae_no_done_mask_carries_the_next_episode_into_the_terminal_step(backend, ignores):
+    args = [f"backend={backend}", *FIXED]
+    _, faulty = run(["fault=gae_no_done_mask", f"fault.ignores={ignores}", *args], record=("gae",))
+    _, twin = run(["fault=none", *args], record=("gae",))
+    (r, v, _, term, _, valid, gamma, lam), adv_f = faulty["gae"][0]
+    adv_t = twin["gae"][0][1]
+    step = 2 if backend == "native" else 1        # native: a next-step reset step follows each episode end
+    T = len(r)
+    checked = 0
+    for t, n in zip(*np.nonzero(term[: T - step] == 1)):
+        nxt = t + step
+        assert valid[nxt, n]
+        carry = gamma * lam * adv_f[nxt, n]
+        if ignores == "both":                      # the TD error bootstraps from the next episode's start
+            carry += gamma * v[nxt, n]
+        assert np.isclose(adv_f[t, n] - adv_t[t, n], carry, rtol=1e-5, atol=1e-6)
+        checked += 1
+    assert checked >= 4
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_value_bootstrap_stale_hands_on_the_pre_transition_observation(backend):
+    args = [f"backend={backend}", *TRUNCATED]
+    _, faulty = run(["fault=value_bootstrap_stale", *args], record=("final_observation",))
+    _, twin = run(["fault=none", *args], record=("final_observation",))
+
+    def handed_on(calls):                          # the step counter (obs[0]) of what a truncation hands on
+        return [out[np.asarray(trunc, bool)][:, 0] for (nxt, obs, trunc), out in calls if np.asarray(trunc).any()]
+
+    f, t = np.concatenate(handed_on(faulty["final_observation"])), np.concatenate(handed_on(twin["final_observation"]))
+    assert len(f) >= 4 and (f == 4).all() and (t == 5).all()
+
+
+# ---- returns, advantages, losses ----------------------------------------------------------------
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_adv_sign_flip_negates_the_advantages_the_policy_uses(backend):
+    rows, calls = run(["fault=adv_sign_flip", f"backend={backend}", *FIXED], record=("advantages",))
+    for (adv,), out in calls["advantages"]:
+        np.testing.assert_array_equal(out, -adv)
+        assert np.abs(adv).max() > 0
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_wrong_gamma_is_the_discount_in_effect_and_in_the_config(backend):
+    _, calls = run(["fault=wrong_gamma", f"backend={backend}", *FIXED], record=("gae",))
+    assert {args[-2:] for args, _ in calls["gae"]} == {(0.9, 0.99)}
+    exp = make_experiment(["fault=wrong_gamma"])
+    assert (user_config(exp).gamma, user_config(exp).gae_lambda) == (0.9, 0.99)
+    over = make_experiment(["fault=wrong_gamma", "fault.form=overridden"])
+    assert user_config(over).gamma == 0.99 and effective_hyperparams(over)["gamma"] == 0.9
+
+
+@pytest.mark.parametrize("mistake", ["missing_minus", "minus_through_min"])
+def test_policy_loss_sign_flip_computes_the_wrong_surrogate(mistake):
+    rows, calls = run(["fault=policy_loss_sign_flip", f"fault.mistake={mistake}", *FIXED], record=("surrogate",))
+    for (pg1, pg2), out in calls["surrogate"][:20]:
+        expected = -np.maximum(pg1, pg2) if mistake == "missing_minus" else np.minimum(pg1, pg2)
+        np.testing.assert_allclose(out, expected)
+
+
+def test_entropy_sign_flip_is_a_negative_coefficient_behind_a_positive_config():
+    exp = make_experiment(["fault=entropy_sign_flip"])
+    assert exp.algo.ent_coef == user_config(exp).ent_coef == 0.01            # the setting, shared by the twin
+    assert effective_hyperparams(exp)["ent_coef"] == -0.01
+    mis = make_experiment(["fault=entropy_sign_flip", "fault.form=misconfigured", "fault.ent_coef=0.05"])
+    assert user_config(mis).ent_coef == effective_hyperparams(mis)["ent_coef"] == -0.05
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_no_zero_grad_accumulates_gradients_across_minibatches(backend):
+    faulty, _ = run(["fault=no_zero_grad", f"backend={backend}", *ONE_UPDATE])
+    twin, _ = run(["fault=none", f"backend={backend}", *ONE_UPDATE])
+    f, t = faulty[0]["steps"], twin[0]["steps"]
+    assert f[0]["grad_norm"] == t[0]["grad_norm"]                # the first minibatch starts from zero gradients
+    assert f[1]["grad_norm"] != t[1]["grad_norm"]                # the second adds to the first (clipped) one
+
+
+def test_grad_accum_double_scaling_divides_the_accumulated_gradient_by_the_count_again():
+    faulty, _ = run(["fault=grad_accum_double_scaling", *ONE_UPDATE])
+    twin, _ = run(["fault=none", "algo.grad_accum=4", *ONE_UPDATE])
+    plain, _ = run(["fault=none", *ONE_UPDATE])
+    f, t, p = faulty[0]["steps"][0], twin[0]["steps"][0], plain[0]["steps"][0]
+    # healthy accumulation over 4 microbatches is the plain minibatch gradient, up to the microbatches'
+    # unequal sizes (a mean of means) and float rounding
+    assert np.isclose(t["grad_norm"], p["grad_norm"], rtol=1e-3) and np.isclose(t["loss"], p["loss"], rtol=1e-3)
+    assert np.isclose(f["grad_norm"], t["grad_norm"] / 4, rtol=1e-5) and np.isclose(f["loss"], t["loss"] / 4, rtol=1e-5)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_lr_schedule_off_by_one_runs_the_first_update_at_lr_zero(backend):
+    faulty, _ = run(["fault=lr_schedule_off_by_one", "fault.warmup_updates=4", f"backend={backend}", *FIXED])
+    twin, _ = run(["fault=none", "algo.warmup_updates=4", f"backend={backend}", *FIXED])
+    assert [r["lr"] for r in faulty] == pytest.approx([0.0, 2.5e-4, 5e-4])
+    assert [r["lr"] for r in twin] == pytest.approx([2.5e-4, 5e-4, 7.5e-4])
+    assert faulty[0]["param_delta"] == 0 and faulty[1]["param_delta"] > 0 and twin[0]["param_delta"] > 0
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_target_kl_too_strict_stops_each_update_after_its_first_minibatch_or_so(backend):
+    rows, _ = run(["fault=target_kl_too_strict", f"backend={backend}", *ONE_UPDATE, "env.total_timesteps=3072"])
+    for row in rows:
+        stepped = [s["stepped"] for s in row["steps"]]
+        assert stepped[0] == 1 and stepped[-1] == 0 and sum(stepped) == row["optimizer_steps"] < 40
+        assert np.isnan(row["steps"][-1]["grad_norm"])          # stopped before its backward pass
+
+
+def test_whiten_tiny_batch_goes_nan_on_the_first_one_sample_minibatch(tmp_path):
+    res = train(["fault=whiten_tiny_batch", *ONE_UPDATE, f"results_dir={tmp_path}"])
+    assert res.meta["hyperparameters"]["configured"]["n_minibatches"] == 1024     # misconfigured: in the config
+    assert res.meta["status"] == "diverged" and res.meta["n_updates"] == 1
+    steps = RunStore(tmp_path).load_steps(res.run_id) if hasattr(RunStore, "load_steps") else None
+    if steps is not None:
+        assert steps.iloc[0]["n_samples"] == 1 and steps.iloc[0]["nonfinite"] == 1
+
+
+# ---- observations and rewards --------------------------------------------------------------------
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_obs_norm_frozen_from_the_start_normalises_nothing(backend):
+    """Frozen at its initial statistics (mean 0, variance 1), normalisation is the identity: the run
+    matches an unnormalised healthy one, not its normalising twin."""
+    faulty, _ = run(["fault=obs_norm_frozen", f"backend={backend}", *ONE_UPDATE])
+    twin, _ = run(["fault=none", "algo.norm_obs=true", f"backend={backend}", *ONE_UPDATE])
+    plain, _ = run(["fault=none", f"backend={backend}", *ONE_UPDATE])
+    for key in ("value_mean", "policy_loss", "approx_kl"):
+        assert np.isclose(faulty[0][key], plain[0][key], rtol=1e-3, atol=1e-7), key
+    assert not np.isclose(faulty[0]["value_mean"], twin[0]["value_mean"], rtol=1e-3)
+
+
+@pytest.mark.parametrize("fault, factor", [("reward_sign_flip", -1.0), ("reward_scale_wrong", 1000.0)])
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_reward_wrappers_change_what_the_learner_sees_not_the_monitor(backend, fault, factor):
+    rows, _ = run([f"fault={fault}", f"backend={backend}", *FIXED])
+    assert all(r["reward_mean"] == factor for r in rows)
+    episodes = [e for r in rows for e in r["episodes"]]
+    assert episodes and all(e["return"] == 5 * factor and e["env_return"] == 5.0 for e in episodes)
+
+
+# ---- the PPO hyperparameters the faults need ------------------------------------------------------
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_warmup_and_annealing_set_each_updates_learning_rate(backend):
+    rows, _ = run(["fault=none", "algo.warmup_updates=2", "algo.anneal_lr=true", f"backend={backend}", *FIXED])
+    assert [r["lr"] for r in rows] == pytest.approx([1e-3 * 0.5 * 1, 1e-3 * 1 * (1 - 1 / 3), 1e-3 * (1 - 2 / 3)])
+    assert all(s["lr"] == r["lr"] for r in rows for s in r["steps"])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_reward_and_observation_normalisation_keep_the_monitors_returns(backend):
+    rows, _ = run(["fault=none", "algo.norm_obs=true", "algo.norm_reward=true", f"backend={backend}", *FIXED])
+    assert all(r["reward_mean"] != 1.0 for r in rows)                 # the learner sees scaled rewards
+    episodes = [e for r in rows for e in r["episodes"]]
+    assert episodes and all(e["env_return"] == 5.0 and e["return"] != 5.0 for e in episodes)
+
+
+def test_healthy_target_kl_control_stops_some_updates_early(store_dir):
+    res = train(["algo=ppo_target_kl", *SHORT, f"results_dir={store_dir}"])
+    assert res.meta["is_control"] and res.meta["algo_variant"] == "target_kl"
+    assert (res.metrics["optimizer_steps"] < 40).any() and res.meta["status"] == "ok"
+
+
+def test_the_sweep_adds_healthy_runs_in_each_faults_setting_and_skips_what_sb3_cannot_run():
+    setups = [Setup("ppo", "cartpole", "native"), Setup("ppo", "cartpole", "sb3")]
+    jobs = plan(setups, [], ["none", "grad_accum_double_scaling", "lr_schedule_off_by_one", "entropy_sign_flip",
+                             "policy_loss_sign_flip"], 1, lambda s: "ppo")
+    native = [j for j in jobs if "backend=native" in j]
+    sb3 = [j for j in jobs if "backend=sb3" in j]
+    assert any("fault=none" in j and "algo.grad_accum=4" in j for j in native)
+    assert any("fault=none" in j and "algo.warmup_updates=10" in j for j in native + sb3)
+    assert any("fault=none" in j and "algo.ent_coef=0.01" in j for j in native)
+    assert not any("fault=entropy_sign_flip" in j or "fault=policy_loss_sign_flip" in j for j in sb3)
+    assert not any("fault=none" in j and "algo.grad_accum=4" in j for j in sb3)
+    for job in native:          # every planned job composes and validates
+        make_experiment([o for o in job if not o.startswith(("twin=", "progress="))])
+    assert all(FAULTS[n]().setting() == {} for n in ("none", "policy_loss_sign_flip"))
