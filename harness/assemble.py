@@ -81,11 +81,12 @@ def fault_config(name: str) -> dict:
     return OmegaConf.to_container(OmegaConf.load(path), resolve=True)
 
 
-def with_fault(exp: Experiment, name: str) -> Experiment:
-    """``exp`` with fault ``name`` at its defaults (as composing ``fault=<name>`` would give)."""
+def with_fault(exp: Experiment, name: str, **params: Any) -> Experiment:
+    """``exp`` with fault ``name`` at its defaults (as composing ``fault=<name>`` would give),
+    ``params`` (e.g. ``form``) replacing some of them."""
     import dataclasses
 
-    cfg = fault_config(name)
+    cfg = {**fault_config(name), **params}
     fault = checked_fault(cfg, exp.algo.name, exp.backend.name)
     return dataclasses.replace(exp, fault=fault, fault_cfg=cfg,
                                algo=configured_algo(fault, exp.algo, exp.backend.name))

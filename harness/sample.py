@@ -5,7 +5,7 @@ run: a setup (algorithm config, env, backend, budget) by weight; every hyperpara
 distribution covering CleanRL's, SB3/rl-zoo's, TRL's and verl's defaults and common tuned values;
 healthy (a share of the runs) or a fault applicable to the setup, with its severity drawn from its
 own range; an onset (0, or a mid-run update in the first third of training); a seed. Constraints
-(a batch that leaves enough updates in the budget, minibatches no larger than the batch) are met
+(a batch that leaves enough updates in the budget, minibatches of at least 2 samples) are met
 by redrawing.
 
 A :class:`Spec` is one drawn run. :func:`specialise` turns a base experiment (composed once per
@@ -146,9 +146,10 @@ class Space:
         self.max_cost = float(space.get("max_cost", 20.0))
         if not 0.25 <= self.healthy_share < 1:
             raise ConfigError(f"hydra.sweeper.space.healthy_share={self.healthy_share} must be in [0.25, 1)")
-        unknown = sorted(set(self.faults) - set(FAULTS))
+        self.only = [str(f) for f in space.get("only") or []]
+        unknown = sorted((set(self.faults) | set(self.only)) - set(FAULTS))
         if unknown:
-            raise ConfigError(f"unknown fault {unknown[0]!r} in hydra.sweeper.space.faults; valid: "
+            raise ConfigError(f"unknown fault {unknown[0]!r} in hydra.sweeper.space.faults or .only; valid: "
                               f"{', '.join(sorted(FAULTS))}")
         for name, params in self.faults.items():
             valid = set(FAULTS[name].param_docs()) - {"onset"}
@@ -169,18 +170,18 @@ class Space:
         from faults import FAULTS
 
         return sorted(n for n, cls in FAULTS.items() if n != "none" and setup["algo_name"] in cls.algos
-                      and setup["backend"] in cls.backends)
+                      and setup["backend"] in cls.backends and (not self.only or n in self.only))
 
     def _hyperparameters(self, setup: dict[str, Any], rng: np.random.Generator) -> tuple[dict, dict]:
         """Draw the hyperparameters and the number of updates until the run fits: a batch no larger
-        than ``max_batch``, minibatches no more than samples, and an estimated cost (seconds on one
+        than ``max_batch``, minibatches of at least 2 samples (SB3 refuses 1), and an estimated cost (seconds on one
         core, :func:`estimated_cost`) no more than ``max_cost``."""
         dists = {**self.hyperparameters.get(setup["algo_name"], {}), **(setup.get("hyperparameters") or {})}
         for _ in range(10000):
             hp = {k: draw(v, rng) for k, v in dists.items()}
             batch, per_update = batch_of(setup["algo_name"], hp, setup)
             updates = int(draw(setup.get("updates", self.updates), rng))
-            if (batch <= self.max_batch and hp.get("n_minibatches", 1) <= batch and updates >= self.min_updates
+            if (batch <= self.max_batch and batch // hp.get("n_minibatches", 1) >= 2 and updates >= self.min_updates
                     and estimated_cost(setup, hp, updates) <= self.max_cost):
                 env = {"total_timesteps": per_update * updates}
                 kwargs = {k: draw(v, rng) for k, v in (setup.get("env_kwargs") or {}).items()}
@@ -189,6 +190,19 @@ class Space:
                 return hp, env
         raise ConfigError(f"hydra.sweeper.space: no draw of {setup['algo']} hyperparameters on {setup['env']} fits "
                           f"max_cost={self.max_cost} s with >= {self.min_updates} updates (widen the ranges)")
+
+    @staticmethod
+    def _sb3_form(fault: str, params: dict[str, Any]) -> dict[str, Any]:
+        """The fault in a form SB3 can run (a code bug inside PPO.train() is met there as the
+        misconfigured value a user would type): the drawn form if SB3 takes it, else the first that works."""
+        from faults import FAULTS
+
+        cls = FAULTS[fault]
+        for form in dict.fromkeys([params.get("form", None), *cls.forms()]):
+            trial = {**params, "form": form} if form is not None and len(cls.forms()) > 1 else params
+            if cls(**trial).sb3_refusal() is None:
+                return trial
+        return params
 
     def sample(self, size: int, seed: int, n_updates) -> list[Spec]:
         """``size`` specs; ``n_updates(spec_without_onset)`` gives a run's planned updates (for the
@@ -203,6 +217,8 @@ class Space:
             healthy = rng.random() < self.healthy_share or not faults or setup.get("healthy_only", False)
             fault = "none" if healthy else faults[int(rng.integers(len(faults)))]
             params = {k: draw(v, rng) for k, v in self.faults.get(fault, {}).items()}
+            if fault != "none" and setup["backend"] == "sb3":
+                params = self._sb3_form(fault, params)
             run_seed = int(rng.integers(0, 2**31 - 1))
             spec = Spec(setup=setup, algo=hp, env=env, fault=fault, fault_params=params, onset=0, seed=run_seed,
                         index=index)

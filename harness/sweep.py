@@ -234,9 +234,10 @@ def plan_dataset(space: dict[str, Any], size: int, seed: int, chunk: int, argume
             if setups[where].algo.name != s["algo_name"]:
                 raise ConfigError(f"hydra.sweeper.space.setups: algo={s['algo']} is a {setups[where].algo.name} "
                                   f"config, not {s['algo_name']}")
-        key = (*where, spec.fault)
+        form = {"form": spec.fault_params["form"]} if "form" in spec.fault_params else {}
+        key = (*where, spec.fault, *form.values())
         if key not in bases:
-            bases[key] = with_fault(setups[where], spec.fault)
+            bases[key] = with_fault(setups[where], spec.fault, **form)
         return bases[key]
 
     specs = sampler.sample(size, seed, lambda spec: n_updates_planned(specialise(base(spec), spec)))

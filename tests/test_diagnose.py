@@ -1,4 +1,5 @@
-"""Diagnosing a user's own training log against the published catalogue."""
+"""Diagnosing a user's own training log: the published model, the command's answer and contract,
+and the model the catalogue command fits on a (small, real) diverse dataset."""
 
 from __future__ import annotations
 
@@ -7,15 +8,18 @@ import subprocess
 import sys
 from pathlib import Path
 
+import joblib
 import numpy as np
 import pandas as pd
 import pytest
 
-from harness.detection.diagnosis import load_catalogue
-from harness.logs import map_log
+from harness.analysis.model import HEALTHY, UNKNOWN, VIEWS, answer, load_models
+from harness.config import ConfigError
+from harness.detection.diagnosis import model_path
 
 ROOT = Path(__file__).resolve().parent.parent
 CATALOGUE = ROOT / "results" / "catalogue"
+DATA = Path(__file__).resolve().parent / "data"
 
 
 def diagnose(*args: str, cwd=ROOT) -> subprocess.CompletedProcess:
@@ -35,48 +39,97 @@ def verl_log(tmp_path) -> Path:
     return tmp_path / "verl.csv"
 
 
-def test_published_catalogue_is_in_the_repo():
-    cat = load_catalogue(CATALOGUE)
-    assert {"signature", "metric", "detector"} <= set(cat["kind"])
+def test_published_model_is_in_the_repo_with_out_of_sample_scores():
+    models = load_models(model_path(CATALOGUE))
+    assert {(algo, view) for algo, views in VIEWS.items() for view in views} <= set(models)
+    card = json.loads((CATALOGUE / "model" / "model_card.json").read_text())
+    for name, entry in card["models"].items():
+        oos = entry["out_of_sample"]
+        assert oos and 0 <= oos["top1_faulty"] <= 1 and 0 <= oos["ece"] <= 1, name
+    assert (CATALOGUE / "model" / "diagnosis.joblib").stat().st_size < 5_000_000      # a small artefact
 
 
-def test_reward_fault_ranks_first_for_a_stuck_verl_run(verl_log):
-    out = diagnose(f"log={verl_log}", "profile=verl", f"catalogue={CATALOGUE}")
+def test_the_answer_rule():
+    probs = pd.Series({HEALTHY: 0.2, "zero_reward": 0.7, "tiny_clip": 0.1})
+    assert answer(probs, 0.35, anomalous=0.9) == "zero_reward"
+    flat = pd.Series({HEALTHY: 0.3, "zero_reward": 0.25, "tiny_clip": 0.25, "shared_policy": 0.2})
+    assert answer(flat, 0.35, anomalous=0.8) == UNKNOWN          # anomalous, but no known fault is likely
+    assert answer(flat, 0.35, anomalous=0.2) == HEALTHY
+    assert answer(pd.Series({HEALTHY: 0.9, "zero_reward": 0.1}), 0.35, anomalous=0.1) == HEALTHY
+
+
+def test_fitted_model_answers_with_probabilities_and_evidence(diverse_model):
+    out = diagnose(f"log={DATA / 'sb3' / 'progress.csv'}", f"catalogue={diverse_model / 'catalogue'}")
     assert out.returncode == 0, out.stderr
-    ranked = [line.split()[1] for line in out.stdout.splitlines() if line.strip()[:2].strip(".").isdigit()]
-    assert ranked[0] == "zero_reward", out.stdout
-    assert "not used (1): timing_s/gen" in out.stdout
-    assert "actor/pg_loss -> policy_loss" in out.stdout and "reward_flat fired" in out.stdout
+    text = out.stdout
+    assert "dialect: sb3 (detected from its names)" in text and "train/approx_kl -> approx_kl" in text
+    assert "answer: " in text and "probabilities:" in text and "model: ppo in the sb3 view" in text
+    assert "out of sample (held-out runs): top-1" in text
+    assert "signatures that fire in this log (default thresholds):" in text
 
 
-def test_json_format(verl_log):
-    out = diagnose(f"log={verl_log}", "profile=verl", f"catalogue={CATALOGUE}", "format=json")
+def test_json_contract(diverse_model, verl_log):
+    out = diagnose(f"log={verl_log}", f"catalogue={diverse_model / 'catalogue'}", "format=json")
     assert out.returncode == 0, out.stderr
-    answer = json.loads(out.stdout)
-    assert answer["answer"] == "zero_reward" and answer["profile"] == "verl" and answer["algo"] == "grpo"
-    ranking = answer["ranking"]
-    assert ranking[0]["fault"] == "zero_reward" and ranking[0]["score"] > 0
-    assert all({"fault", "score", "evidence"} <= set(r) for r in ranking)
-    assert {"signature", "fired", "weight"} <= set(ranking[0]["evidence"][0])
+    d = json.loads(out.stdout)
+    assert {"log", "profile", "detected", "algo", "view", "answer", "probability", "anomalous", "probabilities",
+            "ranking", "fired"} <= set(d)
+    assert d["profile"] == "verl" and d["detected"] and d["algo"] == "grpo" and d["view"] == "verl"
+    assert d["answer"] in {HEALTHY, UNKNOWN, *d["probabilities"]}
+    assert sum(d["probabilities"].values()) == pytest.approx(1.0)
+    ranking = d["ranking"]
+    assert [r["probability"] for r in ranking] == sorted((r["probability"] for r in ranking), reverse=True)
+    assert "reward_flat" in d["fired"]         # the constant score shows as a signature in the evidence
 
 
-def test_jsonl_sb3_log_with_ppo_bug(tmp_path):
-    """An SB3 log whose ratio is pinned shows... nothing SB3 logs; but approx_kl and clip fraction
-    at exactly 0 with several epochs point at the shared-weights bug."""
-    rows = [{"time/iterations": i, "train/approx_kl": 0.0, "train/clip_fraction": 0.0,
-             "train/entropy_loss": -0.69 + 0.0001 * i, "train/policy_gradient_loss": -1e-9,
-             "train/value_loss": 10.0 / (i + 1), "rollout/ep_rew_mean": 20.0 + i % 3, "train/clip_range": 0.2,
-             "train/learning_rate": 1e-3, "custom/thing": 1} for i in range(1, 31)]
-    path = tmp_path / "progress.jsonl"
-    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
-    out = diagnose(f"log={path}", "profile=sb3", f"catalogue={CATALOGUE}", "format=json")
+def test_model_card_and_scores_come_from_held_out_runs(diverse_model):
+    card = json.loads((diverse_model / "catalogue" / "model" / "model_card.json").read_text())
+    held = [p for p in card["protocols"] if p["kind"] == "held-out runs"]
+    assert held and all(p["n_runs"] > 0 for p in held)
+    models = load_models(model_path(diverse_model / "catalogue"))
+    trained = set().union(*(m.info["run_ids"] for m in models.values()))
+    runs = pd.read_parquet(diverse_model / "dataset" / "runs.parquet")
+    diverse = set(runs.loc[runs["origin"] == "diverse", "run_id"])
+    assert trained <= diverse and len(trained) >= 0.8 * len(diverse)     # all but crashed runs / rare classes
+    md = (diverse_model / "catalogue" / "CATALOGUE.md").read_text()
+    assert "## Diagnosis model (out of sample)" in md and "held-out runs (30%, stratified by fault)" in md
+
+
+def test_learned_detector_is_scored_out_of_sample_only(diverse_model):
+    out = subprocess.run([sys.executable, "-m", "harness.evaluate", "detector=learned", f"results_dir={diverse_model}"],
+                         capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr
-    ranking = json.loads(out.stdout)["ranking"]
-    assert ranking[0]["fault"] in ("shared_policy", "ppo_epochs_ignored")
-    mapped = map_log(pd.read_json(path, lines=True), {"name": "sb3", "algo": "ppo", "step": "time/iterations",
-                                                      "columns": {"train/entropy_loss": "entropy"},
-                                                      "scale": {"entropy": -1.0}})
-    assert mapped.metrics["entropy"].iloc[0] == pytest.approx(0.6899)     # entropy_loss is -entropy
+    report = (diverse_model / "evaluation" / "learned" / "REPORT.md").read_text()
+    # the runs the model was fitted on are left out: the catalogue-style runs are scored (and any
+    # diverse run whose class had too few examples to be fitted)
+    assert "runs the detector was fitted on are left out" in report
+    scores = pd.read_parquet(diverse_model / "evaluation" / "learned" / "runs.parquet")
+    models = load_models(model_path(diverse_model / "catalogue"))
+    trained = set().union(*(m.info["run_ids"] for m in models.values()))
+    assert len(scores) >= 3 and not set(scores["run_id"]) & trained
+    runs = pd.read_parquet(diverse_model / "dataset" / "runs.parquet")
+    catalogue_runs = set(runs.loc[runs["origin"] == "catalogue", "run_id"])
+    assert len(catalogue_runs) == 3 and catalogue_runs <= set(scores["run_id"])
+
+
+@pytest.mark.parametrize("damage, message", [
+    ("missing", "no diagnosis model at"),
+    ("garbage", "cannot be read"),
+    ("version", "rebuild it with python -m harness.catalogue"),
+])
+def test_a_missing_or_foreign_model_is_one_line(tmp_path, diverse_model, damage, message):
+    target = tmp_path / "catalogue" / "model" / "diagnosis.joblib"
+    target.parent.mkdir(parents=True)
+    if damage == "garbage":
+        target.write_bytes(b"\x00not a model")
+    elif damage == "version":
+        bundle = joblib.load(model_path(diverse_model / "catalogue"))
+        joblib.dump({**bundle, "sklearn": "0.0.1"}, target)
+    out = diagnose(f"log={DATA / 'sb3' / 'progress.csv'}", f"catalogue={tmp_path / 'catalogue'}")
+    assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, out.stderr
+    assert message in out.stderr
+    with pytest.raises(ConfigError, match=message):
+        load_models(model_path(tmp_path / "catalogue"))
 
 
 @pytest.mark.parametrize("content, args, message", [

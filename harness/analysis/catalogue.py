@@ -578,7 +578,8 @@ def markdown(cat: pd.DataFrame, baselines: pd.DataFrame, plots: dict[str, str], 
     for _, c in cells.iterrows():
         rows = cat[cat["cell"] == c["cell"]]
         sigs = rows[rows["kind"] == "signature"]
-        mets = rows[rows["kind"] == "metric"].sort_values("p_value")
+        mets = rows[rows["kind"] == "metric"]
+        mets = mets.sort_values("p_value") if "p_value" in mets else mets
         cls = FAULTS.get(c["fault"])
         out += [f"## {c['cell']}", ""]
         if cls is not None:

@@ -54,6 +54,7 @@ def _with_config(run_id: str, view: str, prefix: float) -> bool:
 def run_examples(root: str | Path, run_id: str, views: Sequence[str] | None = None,
                  prefixes: Sequence[float] = PREFIXES) -> list[dict[str, Any]]:
     """The examples of one stored run: one per applicable view and prefix (features + labels)."""
+    from harness.config import ConfigError
     from harness.logs import to_canonical
     from harness.logs.views import StoredRun, applies, render
 
@@ -69,7 +70,12 @@ def run_examples(root: str | Path, run_id: str, views: Sequence[str] | None = No
     for view in views or VIEWS[algo]:
         if not applies(view, algo):
             continue
-        frame = to_canonical(render(run, view), view).metrics
+        try:
+            frame = to_canonical(render(run, view), view).metrics
+        except ConfigError:          # nothing this framework would have logged (a run dead at update 0)
+            continue
+        if frame.empty:
+            continue
         for prefix in prefixes:
             rows = max(1, int(round(len(frame) * prefix)))
             upto = n_updates * rows / max(len(frame), 1)          # updates covered by the prefix
@@ -207,11 +213,17 @@ def answer(probs: pd.Series, threshold: float, anomalous: float | None = None, a
     return UNKNOWN if anomalous >= anomaly_threshold else HEALTHY
 
 
+class TooFewClasses(ValueError):
+    """Not enough labelled examples to fit a model (a small or one-sided dataset)."""
+
+
 def fit(examples: pd.DataFrame, algo: str, view: str, seed: int = 0, kind: str = "boosting") -> DiagnosisModel:
     data = examples[(examples["algo"] == algo) & (examples["view"] == view)]
     columns = [c for c in feature_columns(data) if data[c].notna().any()]   # a view's missing metrics drop out
     counts = data["label"].value_counts()
     data = data[data["label"].isin(counts[counts >= 6].index)]     # CV needs a few examples per class
+    if data["label"].nunique() < 2:
+        raise TooFewClasses(f"{algo}/{view}: fewer than 2 classes with >= 6 examples")
     from threadpoolctl import threadpool_limits
 
     estimator = make_estimator(kind, seed=seed)
@@ -345,13 +357,16 @@ def protocols(examples: pd.DataFrame, algo: str, seed: int = 0, left_out: bool =
 
 
 def run_protocol(examples: pd.DataFrame, algo: str, view: str, protocol: Protocol, seed: int = 0,
-                 kind: str = "boosting") -> dict[str, Any]:
+                 kind: str = "boosting") -> dict[str, Any] | None:
     data = examples[(examples["algo"] == algo) & (examples["view"] == view)]
     train = data[~data["run_id"].isin(protocol.test)]
     if protocol.excluded_fault:
         train = train[train["fault"] != protocol.excluded_fault]
     test = data[data["run_id"].isin(protocol.test) & (data["prefix"] == 1.0)]
-    model = fit(train, algo, view, seed=seed, kind=kind)
+    try:
+        model = fit(train, algo, view, seed=seed, kind=kind)
+    except TooFewClasses:
+        return None                  # the protocol cannot be run on this dataset
     known = set(model.classes)
     result = {"algo": algo, "view": view, "protocol": protocol.name, "kind": protocol.kind, "model_kind": kind,
               **score(model, test, known)}
@@ -375,8 +390,10 @@ def fit_models(examples: pd.DataFrame, seed: int = 0, kind: str = "boosting") ->
     for algo, views in VIEWS.items():
         for view in views:
             part = examples[(examples["algo"] == algo) & (examples["view"] == view)]
-            if part["label"].nunique() >= 2:
+            try:
                 models[(algo, view)] = fit(part, algo, view, seed=seed, kind=kind)
+            except TooFewClasses:
+                continue
     return models
 
 
@@ -436,7 +453,7 @@ def fit_and_evaluate(root: Path, run_ids: Sequence[str], out_path: Path, progres
     progress(f"diagnosis model: {len(examples)} examples from {len(run_ids)} runs; scoring {len(jobs)} "
              "held-out fits")
     results = Parallel(n_jobs=n_jobs)(delayed(run_protocol)(examples, a, v, p, seed, kind) for a, v, p in jobs)
-    scores = pd.DataFrame(results)
+    scores = pd.DataFrame([r for r in results if r is not None])
     models = fit_models(examples, seed=seed, kind=kind)
     for (algo, view), model in models.items():
         held = scores[(scores["algo"] == algo) & (scores["view"] == view) & (scores["kind"] == "held-out runs")]

@@ -41,11 +41,11 @@ class LearnedDetector:
         self.raised = False
 
     def update(self, update_index: int, metrics: dict[str, float]) -> list[Alarm]:
-        self.rows.append(metrics)
+        self.rows.append({**metrics, "update": update_index})
         n = len(self.rows)
         if self.model is None or n < self.warmup or (n % self.every and n > self.warmup):
             return []
-        frame = pd.DataFrame(self.rows, columns=list(CANONICAL))
+        frame = pd.DataFrame(self.rows, columns=["update", *CANONICAL])
         row = pd.DataFrame([features(frame, CANONICAL, self.model.algo, self.config, self.space)])
         probs, anomalous, answers = self.model.diagnose(row)
         self.streak = self.streak + 1 if anomalous[0] >= self.threshold or answers[0] not in (HEALTHY,) else 0

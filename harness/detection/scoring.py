@@ -157,6 +157,9 @@ def evaluate(detector: Detector, dataset: str | Path | tuple[pd.DataFrame, pd.Da
     trained_on = set(getattr(detector, "trained_on", ()) or ())
     excluded = runs[runs["run_id"].isin(trained_on)]["run_id"].tolist()
     runs = runs[~runs["run_id"].isin(trained_on)]     # a fitted detector is scored out of sample only
+    if runs.empty:
+        raise ConfigError(f"no runs to score: the detector was fitted on all {len(excluded)} runs of the dataset "
+                          "(score it on runs it has not seen, e.g. the catalogue sweep's)")
     by_run = dict(tuple(data[data["run_id"].isin(runs["run_id"])].sort_values(["run_id", "update"])
                         .groupby("run_id", sort=False)))
     outcomes, alarm_rows = [], []
