@@ -123,33 +123,51 @@ def ppo_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batch: 
     steps = [0]  # counts real optimizer.step() calls, whatever the hooks do
     counter = optimizer.register_step_post_hook(lambda *_: steps.__setitem__(0, steps[0] + 1))
 
+    n_micro = getattr(hp, "grad_accum", 1)     # gradient accumulation: micro-batches per minibatch
     for epoch in range(hp.n_epochs):
         order = torch.randperm(n_samples, generator=generator)
         for minibatch, idx in enumerate(order.tensor_split(hp.n_minibatches)):
-            mb = {k: v[idx] for k, v in batch.items()}
-            mask = mb.get("mask")
-            out = evaluate(mb)
-            logp = out["logp"]
-            old_logp = hooks.old_logprob(mb["logp"], logp)
-            log_ratio = logp - old_logp
-            ratio = log_ratio.exp()
-
-            adv = mb["adv"]
+            full_adv = batch["adv"][idx]
             if hp.norm_adv:
-                adv = (adv - adv.mean()) / (adv.std() + 1e-8)
-            if adv.dim() < ratio.dim():
-                adv = adv.unsqueeze(-1)             # one advantage per completion, for each token
-            pg_loss1 = -adv * ratio
-            pg_loss2 = -adv * ratio.clamp(1 - hp.clip_range, 1 + hp.clip_range)
-            policy_loss = aggregate(torch.max(pg_loss1, pg_loss2), mask, loss_agg)
-            entropy = aggregate(out["entropy"], mask, loss_agg)
-            loss = policy_loss - hp.ent_coef * entropy + out.get("loss", 0.0)
-            loss = hooks.loss(loss, {"policy_loss": policy_loss, "entropy": entropy})
-
+                full_adv = (full_adv - full_adv.mean()) / (full_adv.std() + 1e-8)
+            full_mask = batch["mask"][idx] if "mask" in batch else None
             optimizer.zero_grad(set_to_none=True)
-            loss.backward()
+            parts: list[dict] = []
+            for micro, rows in enumerate(torch.arange(len(idx)).tensor_split(n_micro)):
+                mb = {k: v[idx[rows]] for k, v in batch.items()}
+                mask = mb.get("mask")
+                out = evaluate(mb)
+                logp = out["logp"]
+                old_logp = hooks.old_logprob(mb["logp"], logp)
+                log_ratio = logp - old_logp
+                if getattr(hp, "log_ratio_clamp", 0.0):      # verl clamps log r to [-20, 20]
+                    log_ratio = log_ratio.clamp(-hp.log_ratio_clamp, hp.log_ratio_clamp)
+                ratio = log_ratio.exp()
+
+                adv = full_adv[rows]
+                if adv.dim() < ratio.dim():
+                    adv = adv.unsqueeze(-1)             # one advantage per completion, for each token
+                pg_loss1 = -adv * ratio
+                pg_loss2 = -adv * ratio.clamp(1 - hp.clip_range, 1 + hp.clip_range)
+                policy_loss = aggregate(torch.max(pg_loss1, pg_loss2), mask, loss_agg)
+                entropy = aggregate(out["entropy"], mask, loss_agg)
+                loss = policy_loss - hp.ent_coef * entropy + out.get("loss", 0.0)
+                loss = hooks.loss(loss, {"policy_loss": policy_loss, "entropy": entropy})
+                # this micro-batch's share of the minibatch's normaliser (tokens for token_mean, rows else)
+                share = (float(mask.sum()) / max(float(full_mask.sum()), 1.0)
+                         if mask is not None and loss_agg == "token_mean" else len(rows) / len(idx))
+                share = 1.0 if n_micro == 1 else share
+                if hooks.microbatch_backward(micro, n_micro):
+                    (share * loss).backward()
+                parts.append({"share": share, "loss": loss.detach(), "policy_loss": policy_loss.detach(),
+                              "entropy": entropy.detach(), "ratio": ratio.detach(), "log_ratio": log_ratio.detach(),
+                              "pg_loss1": pg_loss1.detach(), "pg_loss2": pg_loss2.detach(), "adv": adv,
+                              "mask": mask, "metrics": out.get("metrics", {}),
+                              "weight": float(mask.sum()) / max(float(full_mask.sum()), 1.0)
+                              if mask is not None else len(rows) / len(idx)})
+
             grad_norm = float(clip_grad_norm_(params, hp.max_grad_norm))  # pre-clip total norm
-            loss_value = float(loss.detach())
+            loss_value = float(sum(p["share"] * p["loss"] for p in parts))
             stepped_before = steps[0]
             if not (math.isfinite(loss_value) and math.isfinite(grad_norm)):
                 nonfinite = True
@@ -158,11 +176,19 @@ def ppo_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batch: 
             grad_norms.append(grad_norm)
 
             with torch.no_grad():
+                def joined(key: str) -> torch.Tensor:
+                    return torch.cat([p[key] for p in parts]) if n_micro > 1 else parts[0][key]
+
+                adv, mask = joined("adv"), full_mask
+                extra = {k: float(sum((p["weight"] if n_micro > 1 else 1.0) * p["metrics"][k] for p in parts))
+                         for k in parts[0]["metrics"]}
                 stats.add({"epoch": epoch, "minibatch": minibatch, "n_samples": int(adv.shape[0]),
                            "n_tokens": int(mask.sum()) if mask is not None else int(adv.shape[0]),
-                           "policy_loss": float(policy_loss), "entropy": float(entropy), "loss": loss_value,
-                           **ratio_stats(ratio, log_ratio, pg_loss1, pg_loss2, hp.clip_range, adv, mask),
-                           **{k: float(v) for k, v in out.get("metrics", {}).items()},
+                           "policy_loss": float(sum(p["share"] * p["policy_loss"] for p in parts)),
+                           "entropy": float(sum(p["share"] * p["entropy"] for p in parts)), "loss": loss_value,
+                           **ratio_stats(joined("ratio"), joined("log_ratio"), joined("pg_loss1"),
+                                         joined("pg_loss2"), hp.clip_range, adv, mask),
+                           **extra,
                            "grad_norm": grad_norm, "lr": hp.lr, "clip_range": hp.clip_range,
                            "stepped": int(steps[0] > stepped_before), "nonfinite": int(nonfinite)})
             if nonfinite:

@@ -147,3 +147,4 @@ def fired(metrics: pd.DataFrame, meta: dict[str, Any], onset: int | None = None,
 
 # the signature modules register on import
 from harness.analysis.signatures import core  # noqa: E402,F401
+from harness.analysis.signatures import llm  # noqa: E402,F401
