@@ -93,7 +93,7 @@ def train_checkpoint(exp: Experiment, path: Path) -> None:
     torch.manual_seed(cfg.sft_seed)
     rng = np.random.default_rng(cfg.sft_seed)
     model = build_model(cfg, vocab.size, env.prompt_width, env.max_len, vocab)
-    optimizer = torch.optim.Adam(model.parameters(), lr=cfg.sft_lr)
+    optimizer = torch.optim.Adam(model.parameters(), lr=cfg.sft_lr, fused=True)
     warmup = max(1, cfg.sft_steps // 10)        # linear warm-up, then cosine decay to 0
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min((s + 1) / warmup, 0.5 * (
         1 + math.cos(math.pi * min(1.0, max(0, s + 1 - warmup) / max(1, cfg.sft_steps - warmup))))))

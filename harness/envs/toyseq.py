@@ -10,11 +10,13 @@ Several reward functions, each in [0, 1], are summed with ``reward_weights`` (TR
 ``reward_funcs`` / ``reward_weights``):
 
 - ``format``: 1 if the completion is exactly ``<a> digit+ </a>`` and then EOS, else 0;
-- ``correct``: the digits after a leading ``<a>`` up to the first ``</a>`` (or the end) against
-  the answer: ``exact`` 1/0, or ``partial`` = matching positions / max(len, answer length).
+- ``correct``: the digits between a leading ``<a>`` and the first ``</a>`` against the answer:
+  ``exact`` 1/0, or ``partial`` = matching positions / max(len, answer length); an answer span
+  that is never closed (e.g. cut at the length limit) scores 0, as a verifier that parses
+  ``\\boxed{...}`` or ``Answer: N`` does.
 
 A completion ends at EOS or at the batch's ``max_len`` (cut: scored as is, so a cut answer
-has no format credit). The default weights (0.3 / 0.7) make rewards that are not dyadic
+has no format credit). The default weights (0.3 / 0.65) make rewards that are not dyadic
 fractions, as real reward mixes are (float residue in a group std can then happen).
 
 :class:`ToySeqVectorEnv` serves the task one token per step (the PPO view: one-hot
@@ -97,6 +99,7 @@ def score(completions: np.ndarray, lengths: np.ndarray, ended_with_eos: np.ndarr
     opened = (toks[:, 0] == vocab.open) & (lengths > 0)
     # the first </a> after position 0 (or the end of the completion)
     close_after = is_close & (pos >= 1)
+    closed = opened & close_after.any(1)
     first_close = np.where(close_after.any(1), close_after.argmax(1), lengths)
     region_len = np.where(opened, first_close - 1, 0)                  # digits between the markers
     well_formed = (opened & close_after.any(1) & (first_close == lengths - 1) & (region_len >= 1)
@@ -117,6 +120,7 @@ def score(completions: np.ndarray, lengths: np.ndarray, ended_with_eos: np.ndarr
         correct = (matches == target_len) & (region_len == target_len)
     else:
         correct = matches / np.maximum(np.maximum(region_len, target_len), 1)
+    correct = np.where(closed, correct, 0.0)          # an answer span that is never closed is not parsed
     return {"format": well_formed.astype(np.float32), "correct": np.asarray(correct, dtype=np.float32)}
 
 
@@ -141,7 +145,7 @@ class ToySeqVectorEnv(VectorEnv):
         if not (1 <= min_prompt_len <= prompt_len <= 32 and 2 <= n_digits <= 100 and 1 <= max_len <= 64):
             raise ValueError("env.kwargs need 1 <= min_prompt_len <= prompt_len <= 32, 2 <= n_digits <= 100 "
                              "and 1 <= max_len <= 64")
-        weights = dict(reward_weights if reward_weights is not None else {"format": 0.3, "correct": 0.7})
+        weights = dict(reward_weights if reward_weights is not None else {"format": 0.3, "correct": 0.65})
         unknown = sorted(set(weights) - set(REWARD_FNS))
         if unknown or not weights:
             raise ValueError(f"env.kwargs.reward_weights has {unknown[0] if unknown else 'no function'}; "
@@ -226,6 +230,37 @@ class ToySeqVectorEnv(VectorEnv):
         target = self.targets(self.digits[rows], self.lengths[rows])
         return score(completions, lengths, ended_with_eos, target, self.lengths[rows], self.vocab,
                      self.reward_mode)
+
+    # ---- the task as text (what a Hugging Face / TRL user has) ----------------------------
+    def prompt_texts(self, n: int, rng: np.random.Generator) -> list[dict[str, Any]]:
+        """``n`` prompts as dataset rows: ``prompt`` (the text the tokenizer encodes, e.g.
+        ``"<s> 3 1 4"``; no padding), ``answer`` (the answer digits)."""
+        _, digits, lengths = self.sample_prompts(n, rng)
+        target = self.targets(digits, lengths)
+        return [{"prompt": self.vocab.decode([self.vocab.bos, *(digits[i, : lengths[i]] + self.vocab.first_digit)]),
+                 "answer": [int(d) for d in target[i, : lengths[i]]]} for i in range(n)]
+
+    def score_completion_ids(self, completion_ids: list[list[int]], answers: list[list[int]],
+                             max_len: int | None = None) -> dict[str, list[float]]:
+        """Every reward function for completions given as token-id lists (TRL's ``completion_ids``):
+        a completion ends at its first EOS; one with no EOS was cut at ``max_len``."""
+        n = len(completion_ids)
+        width = max([len(c) for c in completion_ids] + [1])
+        comp = np.full((n, width), self.vocab.pad, dtype=np.int64)
+        lengths = np.zeros(n, dtype=np.int64)
+        ended = np.zeros(n, dtype=bool)
+        for i, ids in enumerate(completion_ids):
+            ids = list(ids)
+            if self.vocab.eos in ids:
+                ids, ended[i] = ids[: ids.index(self.vocab.eos)], True
+            comp[i, : len(ids)] = ids
+            lengths[i] = len(ids)
+        target_len = np.array([len(a) for a in answers])
+        target = np.full((n, max(target_len.max(initial=1), 1)), -1, dtype=np.int64)
+        for i, a in enumerate(answers):
+            target[i, : len(a)] = a
+        got = score(comp, lengths, ended, target, target_len, self.vocab, self.reward_mode)
+        return {name: [float(v) for v in values] for name, values in got.items()}
 
     # ---- the per-token env ---------------------------------------------------------------
     def observe(self, prompts: np.ndarray, generated: np.ndarray, t: np.ndarray) -> np.ndarray:

@@ -121,3 +121,16 @@ def reward_fn_zero(post: pd.DataFrame, meta: dict) -> tuple[float, str]:
            threshold=0.5, direction="above", calibrated=True)
 def completions_truncated(post: pd.DataFrame, meta: dict) -> tuple[float, str]:
     return _median(post, "response_clip_ratio")
+
+
+@signature("reward_stalls", "reward_mean",
+           "GRPO: the reward does not improve: mean reward over the last third of the updates after onset at most "
+           "0.02 above the first third's (a broken advantage; healthy runs from the warm-up rise by 0.2-0.3)",
+           threshold=0.02, direction="at_most", calibrated=True)
+def reward_stalls(post: pd.DataFrame, meta: dict) -> tuple[float, str]:
+    col = finite(post["reward_mean"])
+    if len(col) < 6:
+        return math.nan, "reward_mean: fewer than 6 finite values"
+    third = len(col) // 3
+    first, last = float(col.iloc[:third].mean()), float(col.iloc[-third:].mean())
+    return last - first, f"reward_mean {first:.3f} (first third) -> {last:.3f} (last third)"
