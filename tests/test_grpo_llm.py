@@ -22,7 +22,7 @@ from harness.store import metrics_frame
 from tests.helpers import make_experiment, train
 
 GRPO = ["algo=grpo", "env=toyseq"]
-SHORT = ["env.total_timesteps=30720"]                 # 24 updates
+SHORT = ["env.total_timesteps=25600"]                 # 20 updates
 HIGHDIM = ["algo=grpo", "env=highdim", "env.kwargs.dim=4096", "env.total_timesteps=3840"]   # 30 updates
 
 
@@ -219,3 +219,21 @@ def test_text_task_helpers_agree_with_the_env(store_dir):
     cut = env.score_completion_ids([i[:-3] for i in ids], [r["answer"] for r in rows])      # no </a>, no EOS
     assert cut["format"] == [0.0] * 4 and cut["correct"] == [0.0] * 4
     assert rows[0]["prompt"].startswith("<s> ")
+
+
+@pytest.mark.parametrize("options", [
+    ["algo.kl_estimator=k1"], ["algo.kl_estimator=k2", "algo.kl_is_weight=false"], ["algo.top_p=0.8", "algo.top_k=5"],
+    ["algo.sampler_precision=fp16"], ["algo.use_sampler_logprobs=true", "algo.is_correction=sequence_mask"],
+    ["algo.sync_every=2", "algo.sampler_lag=1", "algo.is_correction=token_mask"],
+    ["model.dropout=0.1", "model.tie_embeddings=true", "model.n_layers=3", "algo.sft_steps=20"],
+])
+def test_generation_and_trainer_options_run_and_are_recorded(options, store_dir):
+    res = train([*GRPO, "env.total_timesteps=3840", f"results_dir={store_dir}", *options])
+    assert res.meta["status"] == "ok", res.meta["error"]
+    configured = res.meta["hyperparameters"]["configured"]
+    for option in options:
+        key, value = option.split("=")
+        assert str(configured[key.split(".")[1]]).lower() == value.lower()
+    assert res.metrics["sampler_logp_diff_mean"].notna().all() and res.meta["start_checkpoint"]["files"]
+    if "algo.top_p=0.8" in options:        # the sampler's log-probs are over the kept support
+        assert res.metrics["sampler_logp_diff_mean"].min() > 1e-3

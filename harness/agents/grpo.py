@@ -132,7 +132,8 @@ def train(exp: Experiment) -> Iterator[dict]:
             hooks, hp = fault.begin_update(update, cfg)
 
             # ---- the sampler's weights: every sync_every updates, lag versions old ------
-            sampler.push(policy, update)
+            sampler.set_precision(hp.sampler_precision)
+            sampler.push(policy, update, hp.sampler_lag)
             if hooks.sync_sampler(update, due=update % hp.sync_every == 0):
                 sampler.sync()
 

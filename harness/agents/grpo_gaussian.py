@@ -77,7 +77,8 @@ def train(exp: Experiment) -> Iterator[dict]:
             hooks, hp = fault.begin_update(update, cfg)
 
             # ---- the sampler's weights, then G samples per prompt -------------------------
-            sampler.push(policy, update)
+            sampler.set_precision(hp.sampler_precision)
+            sampler.push(policy, update, hp.sampler_lag)
             if hooks.sync_sampler(update, due=update % hp.sync_every == 0):
                 sampler.sync()
             obs, _ = envs.reset(seed=exp.seed if update == 0 else None, options={"group_size": hp.group_size})

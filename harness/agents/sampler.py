@@ -56,16 +56,28 @@ class Sampler:
     def __init__(self, policy: nn.Module, precision: str = "fp32", lag: int = 0):
         self.dtype = PRECISIONS[precision]
         self.model = copy.deepcopy(policy).to(self.dtype).eval().requires_grad_(False)
-        self.versions: deque[tuple[int, dict[str, torch.Tensor]]] = deque(maxlen=lag + 1)
+        self.versions: deque[tuple[int, dict[str, torch.Tensor]]] = deque()
+        self.lag = lag              # how many updates old the weights a sync loads are
         self.version = 0            # the trainer update whose weights it holds
         self.uses_cache = hasattr(self.model, "new_cache")
 
-    def push(self, policy: nn.Module, update: int) -> None:
-        """Queue the trainer's current weights (called at every update, before generating)."""
+    def push(self, policy: nn.Module, update: int, lag: int | None = None) -> None:
+        """Queue the trainer's current weights (called at every update, before generating),
+        keeping the ``lag`` + 1 newest versions."""
+        self.lag = self.lag if lag is None else lag
         self.versions.append((update, {k: v.detach().clone() for k, v in policy.state_dict().items()}))
+        while len(self.versions) > self.lag + 1:
+            self.versions.popleft()
+
+    def set_precision(self, precision: str) -> None:
+        """Cast the sampler's weights (a fault may change the precision mid-run)."""
+        if PRECISIONS[precision] != self.dtype:
+            self.dtype = PRECISIONS[precision]
+            self.model.to(self.dtype)
 
     def sync(self) -> None:
-        """Load the oldest queued version (the newest when lag = 0), cast to the sampler's precision."""
+        """Load the version ``lag`` updates old (the oldest queued while the queue fills), cast
+        to the sampler's precision."""
         update, state = self.versions[0]
         self.model.load_state_dict(state)   # load_state_dict copies into the cast parameters
         self.version = update

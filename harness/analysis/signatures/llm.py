@@ -76,7 +76,15 @@ def ratio_explodes(post: pd.DataFrame, meta: dict) -> tuple[float, str]:
     return peak, f"max ratio_max {peak:.3g}"
 
 
-def _kl_quotient(post: pd.DataFrame, num: str, den: str) -> tuple[float, str]:
+def _token_grpo(meta: dict) -> bool:
+    """GRPO on token tasks: a run that moves away from its warm-up start (a high-dimensional
+    Gaussian generator at a healthy learning rate barely moves: its KL quotients are noise)."""
+    return meta.get("algo") == "grpo" and (meta.get("action_space") or {}).get("type") != "box"
+
+
+def _kl_quotient(post: pd.DataFrame, meta: dict, num: str, den: str) -> tuple[float, str]:
+    if not _token_grpo(meta):
+        return math.nan, "GRPO on token tasks only"
     if num not in post or den not in post:
         return math.nan, f"{num} or {den} not recorded"
     rows = post[np.isfinite(post[num]) & np.isfinite(post[den]) & (post[den] > 1e-9)]
@@ -87,18 +95,18 @@ def _kl_quotient(post: pd.DataFrame, num: str, den: str) -> tuple[float, str]:
 
 
 @signature("approx_kl_tracks_kl_ref", "approx_kl",
-           "GRPO: the importance ratio's KL (approx_kl) is of the order of the KL to the reference (median "
+           "GRPO (tokens): the importance ratio's KL (approx_kl) is of the order of the KL to the reference (median "
            "approx_kl / kl_ref above 0.3): the ratio is taken against the reference; healthy runs move a few "
            "percent of kl_ref per update", threshold=0.3, direction="above", calibrated=True)
 def approx_kl_tracks_kl_ref(post: pd.DataFrame, meta: dict) -> tuple[float, str]:
-    return _kl_quotient(post, "approx_kl", "kl_ref")
+    return _kl_quotient(post, meta, "approx_kl", "kl_ref")
 
 
 @signature("kl_ref_tracks_update_drift", "kl_ref",
-           "GRPO: the KL to the reference is no larger than one update's drift (median kl_ref / approx_kl below "
+           "GRPO (tokens): the KL to the reference is no larger than one update's drift (median kl_ref / approx_kl below "
            "3): the reference moves with the policy", threshold=3.0, direction="below", calibrated=True)
 def kl_ref_tracks_update_drift(post: pd.DataFrame, meta: dict) -> tuple[float, str]:
-    return _kl_quotient(post, "kl_ref", "approx_kl")
+    return _kl_quotient(post, meta, "kl_ref", "approx_kl")
 
 
 @signature("reward_fn_zero", "reward_mean",
@@ -124,13 +132,16 @@ def completions_truncated(post: pd.DataFrame, meta: dict) -> tuple[float, str]:
 
 
 @signature("reward_stalls", "reward_mean",
-           "GRPO: the reward does not improve: mean reward over the last third of the updates after onset at most "
+           "GRPO (tokens): the reward does not improve: mean reward over the last third of the updates after onset at most "
            "0.02 above the first third's (a broken advantage; healthy runs from the warm-up rise by 0.2-0.3)",
            threshold=0.02, direction="at_most", calibrated=True)
 def reward_stalls(post: pd.DataFrame, meta: dict) -> tuple[float, str]:
+    if not _token_grpo(meta):               # a GRPO run from a warm-up checkpoint has room to improve
+        return math.nan, "GRPO on token tasks only"
     col = finite(post["reward_mean"])
     if len(col) < 6:
         return math.nan, "reward_mean: fewer than 6 finite values"
     third = len(col) // 3
     first, last = float(col.iloc[:third].mean()), float(col.iloc[-third:].mean())
     return last - first, f"reward_mean {first:.3f} (first third) -> {last:.3f} (last third)"
+
