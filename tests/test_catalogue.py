@@ -100,7 +100,7 @@ def test_markdown_has_a_section_per_fault_with_verdicts_and_mimics(store):
     assert "## shared_policy | ppo/cartpole/native" in md
     assert "| ratio_pinned | 100% | 0% | 100% | confirmed |" in md
     assert "Healthy controls that mimic it: ratio_pinned (100%)" in md
-    assert "**Provenance**: minimind#775" in md
+    assert "**Provenance**: PrimeIntellect-ai/verifiers PR #320" in md
     assert "![traces](plots/traces_shared_policy" in md
     assert "## Healthy baselines" in md and "ppo_single_pass/cartpole/native | yes | 3 |" in md
 

@@ -78,7 +78,7 @@ def test_catalogue_plan_covers_faults_setups_controls():
     assert ("algo=ppo", "fault=reference_not_frozen") not in faults       # GRPO-only fault
     assert ("algo=ppo_single_pass", "fault=none") in faults
     assert not any(j[0] == "algo=ppo_single_pass" and j[3] != "fault=none" for j in jobs)
-    assert len(jobs) == 2 * (6 + 12 + 1)          # ppo: none + 5 core; grpo: none + 11; one control
+    assert len(jobs) == 2 * (6 + 16 + 1)          # ppo: none + 5 core; grpo: none + 15; one control
     assert jobs[0][0] == "algo=grpo"              # longest jobs first
 
 
