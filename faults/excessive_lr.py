@@ -1,4 +1,14 @@
-"""The learning rate is far too high."""
+"""The learning rate is far too high.
+
+Reports read:
+- Unity-Technologies/ml-agents#1237 "PPO starts learning and loses everything learned": the reward
+  rises, then drops suddenly; the answer: "you've got some crazy high hyperparameters setup and
+  especially a really high learning rate".
+- DLR-RM/stable-baselines3#324 "Problems with PPO on MiniGrid": "exploding KL divergence and
+  explained variance becoming negative ... Lowering the learning rate makes it more stable".
+Most often the config itself holds the bad value (form: misconfigured); ``form=overridden`` keeps
+the intended value in the config while the update uses the multiplied one.
+"""
 
 from dataclasses import dataclass, replace
 from typing import Any
@@ -13,8 +23,9 @@ class ExcessiveLR(Fault):
 
     name = "excessive_lr"
     description = "the learning rate is multiplied by a large factor: the ratio and KL explode, entropy collapses, values may go NaN"
-    provenance = ("AutoTrainer/DeepDiagnosis exploding-gradient rules; RLExplorer KL > 0.1; "
-                  "verl#1197 / #2626 (grad_norm NaN, late NaN)")
+    provenance = ("ml-agents#1237 (reward collapses; 'especially a really high learning rate'); SB3#324 "
+                  "('exploding KL divergence and explained variance becoming negative ... Lowering the "
+                  "learning rate makes it more stable')")
     acts_on = "hyperparameter: lr * factor (misconfigured: in the config; overridden: replaced in the update)"
     backends = ("native", "sb3")
     expected = ("kl_explodes", "kl_high", "entropy_collapse")

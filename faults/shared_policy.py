@@ -1,4 +1,15 @@
-"""Old and new policy share one set of weights, so the importance ratio is exactly 1."""
+"""Old and new policy share one set of weights, so the importance ratio is exactly 1.
+
+Reports read (the symptom they quote):
+- PrimeIntellect-ai/verifiers PR #320 "fix: num_iterations": "The old_per_token_logps were not
+  stored and were set to per_token_logps in compute_loss function, causing the ratio (coef_1) to
+  always be 1" -- so num_iterations > 1 re-used each rollout with no trust region.
+- tensorforce#312 "Possible bug: prob_ratio always 1": the ratio "is always exactly 1 for me ...
+  after going through several mini batches the two distributions should certainly a little
+  different"; caching the old distribution's parameters is the fix.
+The healthy look-alike (one epoch, one minibatch, where ratio == 1 is correct) is what
+minimind#775, ms-swift#4727 and trl#3120 ask about; the maintainers answer that it is on-policy.
+"""
 
 from dataclasses import dataclass
 
@@ -12,10 +23,9 @@ class SharedPolicy(Fault):
     name = "shared_policy"
     description = ("old and new policy share one set of weights: the old log-probs are recomputed "
                    "by the live policy at every minibatch, so the ratio is exactly 1 and clipping never acts")
-    provenance = ("PrimeIntellect-ai/verifiers PR #320 (num_iterations broken: old_per_token_logps 'were not "
-                  "stored and were set to per_token_logps in compute_loss, causing the ratio (coef_1) to always "
-                  "be 1'); look-alike: TRL/verl single-pass old_logp = logp.detach() (trl#3120, verl PR #3119) "
-                  "and minimind#775, where the maintainer confirms ratio == 1 is correct for one on-policy step")
+    provenance = ("verifiers PR #320 (old log-probs not cached under num_iterations > 1: 'the ratio (coef_1) to "
+                  "always be 1'); tensorforce#312 ('prob_ratio always 1' across minibatches). Look-alike control: "
+                  "minimind#775, ms-swift#4727, trl#3120 (ratio == 1 is correct single-pass)")
     acts_on = "update-loop hook: old_logprob"
     backends = ("native", "sb3")
     expected = ("ratio_pinned", "approx_kl_zero", "clipfrac_zero")

@@ -1,4 +1,14 @@
-"""Every reward the learner sees is 0."""
+"""Every reward the learner sees is 0.
+
+Reports read:
+- RLinf/RLinf#682 "[Troubleshoot]: the rewards are always 0.0" (a reward pipeline that returns 0
+  for every rollout);
+- huggingface/trl#3857: with every group's rewards equal, TRL logs "'loss': 0.0, 'grad_norm': 0.0
+  ... 'reward_std': 0.0, 'frac_reward_zero_std': 1.0" at every step -- what an all-zero reward
+  gives GRPO (every group uniform, advantages 0).
+Injected as a reward wrapper outside the episode monitor (as a user's reward wrapper outside SB3's
+Monitor): the learner gets 0 while the monitor still records the environment's own return.
+"""
 
 from dataclasses import dataclass
 from typing import Any
@@ -15,8 +25,8 @@ from faults.base import Fault
 class ZeroReward(Fault):
     name = "zero_reward"
     description = "every reward is replaced by 0 (a broken reward function or a dropped reward key)"
-    provenance = ("trl#3857 / trl#3452 (GRPO loss 0, reward_std 0, frac_reward_zero_std 1); "
-                  "verl#2626 (reward goes to 0); RLExplorer reward-stagnation rule")
+    provenance = ("RLinf#682 ('the rewards are always 0.0'); trl#3857 (uniform groups: 'loss': 0.0, "
+                  "'grad_norm': 0.0, 'reward_std': 0.0, 'frac_reward_zero_std': 1.0)")
     acts_on = "env wrapper: reward -> 0"
     backends = ("native", "sb3")
     expected = ("reward_zero", "value_to_zero")

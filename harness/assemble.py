@@ -55,12 +55,38 @@ def load_experiment(cfg: DictConfig) -> Experiment:
     elif env.id == "harness/HighDim-v0":
         raise ConfigError(f"env=highdim scores whole high-dimensional samples: it runs with algo=grpo, not algo={algo.name}")
     fault_cfg = OmegaConf.to_container(cfg.fault, resolve=True)
+    return Experiment(algo=algo, env=env, backend=backend, fault=checked_fault(fault_cfg, algo.name, backend.name),
+                      fault_cfg=fault_cfg, seed=cfg.seed, torch_threads=cfg.torch_threads,
+                      results_dir=cfg.results_dir, twin=cfg.twin, progress=cfg.progress)
+
+
+def checked_fault(fault_cfg: dict, algo: str, backend: str):
+    """Build a fault from its config and check it applies to the algorithm and can be expressed on
+    the backend; raises ConfigError."""
     fault = build_fault(fault_cfg)
-    fault.check_applicable(algo=algo.name, backend=backend.name)
-    if backend.name == "sb3":
+    fault.check_applicable(algo=algo, backend=backend)
+    if backend == "sb3":
         from harness.agents.sb3 import check_expressible
 
         check_expressible(fault)
-    return Experiment(algo=algo, env=env, backend=backend, fault=fault, fault_cfg=fault_cfg,
-                      seed=cfg.seed, torch_threads=cfg.torch_threads, results_dir=cfg.results_dir,
-                      twin=cfg.twin, progress=cfg.progress)
+    return fault
+
+
+def fault_config(name: str) -> dict:
+    """A fault's config as ``fault=<name>`` composes it (conf/fault/<name>.yaml)."""
+    from harness.cli import CONF_DIR
+
+    path = CONF_DIR / "fault" / f"{name}.yaml"
+    if not path.exists():
+        from faults import FAULTS
+
+        raise ConfigError(f"unknown fault {name!r}; valid choices: {', '.join(sorted(FAULTS))}")
+    return OmegaConf.to_container(OmegaConf.load(path), resolve=True)
+
+
+def with_fault(exp: Experiment, name: str) -> Experiment:
+    """``exp`` with fault ``name`` at its defaults (as composing ``fault=<name>`` would give)."""
+    import dataclasses
+
+    cfg = fault_config(name)
+    return dataclasses.replace(exp, fault=checked_fault(cfg, exp.algo.name, exp.backend.name), fault_cfg=cfg)

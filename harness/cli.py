@@ -136,7 +136,10 @@ def _compose(config_name: str, overrides: list[str], hydra: bool = False) -> Dic
 
 def make_experiment(overrides: list[str], config_name: str = CONFIG_NAME) -> Experiment:
     """Compose ``overrides`` exactly as ``python -m harness`` does and validate them (the Python
-    API behind the command line; raises ConfigError)."""
+    API behind the command line; raises ConfigError). Inside a running Hydra job (a sweep's
+    worker) the job's own Hydra instance composes."""
+    if GlobalHydra.instance().is_initialized():
+        return load_experiment(_compose(config_name, overrides))
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
         return load_experiment(_compose(config_name, overrides))
 
@@ -150,6 +153,11 @@ def _is_multirun() -> bool:
 
 @hydra.main(config_path=str(CONF_DIR), config_name=CONFIG_NAME, version_base=None)
 def app(cfg: DictConfig) -> None:
+    if cfg.get("batch"):          # a dataset-sweep job: many sampled runs in this one process
+        from harness.experiment import run_batch
+
+        run_batch(cfg.batch, cfg.results_dir, cfg.torch_threads)
+        return
     try:
         exp = load_experiment(cfg)
     except ConfigError as exc:

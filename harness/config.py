@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, fields
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Optional
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
@@ -304,6 +304,8 @@ class Config:
     twin: bool = True                # also train (or reuse) the healthy twin, fault=none
     torch_threads: int = 1
     progress: bool = True
+    # set by the dataset sweep: a file of sampled runs that this one job trains in-process
+    batch: Optional[str] = None
 
 
 ALGO_SCHEMAS: dict[str, type] = {"ppo": PPOConfig, "grpo": GRPOConfig}
@@ -334,6 +336,7 @@ class Experiment:
     results_dir: str
     twin: bool
     progress: bool
+    sampled: dict[str, Any] | None = None   # the dataset sweep's draw (recorded in meta.json, not identity)
 
     def key(self) -> dict[str, Any]:
         """What identifies the run: the resolved config minus output paths and display flags."""

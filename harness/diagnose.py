@@ -1,56 +1,97 @@
-"""``python -m harness.diagnose log=PATH``: which known bug does my run look like?
+"""``python -m harness.diagnose log=PATH [profile=auto] [run=NAME]``: which known bug does my run look like?
 
-The reading and ranking live in :mod:`harness.detection.diagnosis`; this module is the command.
+Reading (every log format, the dialect detected from its names) lives in :mod:`harness.logs`;
+the ranking in :mod:`harness.detection.diagnosis`; this module is the command.
 """
 
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
+from harness.analysis.model import load_models
 from harness.cli import CONF_DIR, run_app
 from harness.config import ConfigError
-from harness.detection.diagnosis import diagnose, load_catalogue, map_log, read_log
+from harness.detection.diagnosis import UNKNOWN, Diagnosis, diagnose_log, model_path
+from harness.logs import LoadedLog, load_log
 
 
-def profile_cfg(cfg: DictConfig) -> dict:
-    return OmegaConf.to_container(cfg.profile, resolve=True)
+def hyperparameters(cfg: DictConfig) -> dict[str, Any]:
+    return dict(OmegaConf.to_container(cfg.hp, resolve=True) or {})
+
+
+def read(cfg: DictConfig) -> LoadedLog:
+    return load_log(cfg.log, cfg.profile.name, run=None if cfg.run is None else str(cfg.run),
+                    config=hyperparameters(cfg), algo=cfg.algo)
 
 
 def validate(cfg: DictConfig) -> None:
     if cfg.log is None:
-        raise ConfigError("log=PATH is required (a CSV or JSON-lines training log)")
+        raise ConfigError("log=PATH is required (a TensorBoard run directory or event file, trainer_state.json, "
+                          "progress.csv, a W&B export, a verl console log, or a CSV / JSON-lines log)")
     if cfg.format not in ("text", "json"):
         raise ConfigError(f"format={cfg.format!r}; valid choices: text, json")
     if cfg.algo not in (None, "ppo", "grpo"):
         raise ConfigError(f"algo={cfg.algo!r}; valid choices: ppo, grpo (default: from the profile)")
-    map_log(read_log(cfg.log), profile_cfg(cfg), cfg.algo)
-    load_catalogue(cfg.catalogue)
+    log = read(cfg)
+    diagnose_log(log, load_models(model_path(cfg.catalogue)), cfg.n_actions, cfg.optimizer_steps)
+
+
+def describe(log: LoadedLog, cfg: DictConfig) -> list[str]:
+    how = "detected from its names" if log.detected else "given"
+    lines = [f"{cfg.log}: {log.source}",
+             f"dialect: {log.profile} ({how}); {len(log.metrics)} training steps; algorithm {log.algo}",
+             "mapped: " + ", ".join(f"{src} -> {dst}" for dst, src in log.used.items())]
+    if log.unused:
+        lines.append(f"not used ({len(log.unused)}): {', '.join(log.unused[:15])}"
+                     + (" ..." if len(log.unused) > 15 else ""))
+    lines.append("config: " + (", ".join(f"{k}={v}" for k, v in log.config.items()) if log.config else
+                               "none found (the diagnosis works without it; +hp.KEY=VALUE adds context)"))
+    lines += [f"note: {n}" for n in log.notes]
+    return lines
+
+
+def verdict(d: Diagnosis) -> str:
+    if d.answer == UNKNOWN:
+        return (f"anomalous, cause unknown (P(healthy) = {d.probabilities.get('healthy', 0):.2f}; no known fault "
+                f"reaches {d.model.unknown_threshold:.2f})")
+    return f"{d.answer} (P = {d.probability:.2f})"
+
+
+def report(d: Diagnosis, top: int) -> list[str]:
+    card = d.model.info
+    oos = card.get("out_of_sample") or {}
+    lines = ["", f"answer: {verdict(d)}",
+             f"model: {d.model.algo} in the {d.view} view, fitted on {card.get('n_runs', '?')} runs of the diverse "
+             f"dataset" + (f"; out of sample (held-out runs): top-1 {oos['top1_faulty']:.0%} on faulty logs, "
+                           f"{oos['healthy_called_healthy']:.0%} of healthy logs called healthy, calibration "
+                           f"error {oos['ece']:.3f}" if oos else ""),
+             "probabilities:"]
+    lines += [f"  {name:28s} {p:6.3f}" for name, p in list(d.probabilities.items())[:top]]
+    if d.expected:
+        lines.append(f"{d.answer}'s expected signature in this log:")
+        lines += [f"  - {name}: {what}" for name, what in d.expected.items()]
+    lines.append("signatures that fire in this log (default thresholds): "
+                 + (", ".join(f"{n} ({r.evidence})" for n, r in d.fired.items()) or "none"))
+    return lines
 
 
 @hydra.main(config_path=str(CONF_DIR), config_name="diagnose", version_base=None)
 def app(cfg: DictConfig) -> None:
-    log, ranking = diagnose(cfg.log, profile_cfg(cfg), load_catalogue(cfg.catalogue), cfg.algo,
-                            cfg.n_actions, cfg.optimizer_steps)
-    top = ranking[: cfg.top]
-    if cfg.format == "json":
-        print(json.dumps([{"fault": c.fault, "setup": c.setup, "score": c.score, "evidence": c.evidence}
-                          for c in top], indent=2))
+    log = read(cfg)
+    d = diagnose_log(log, load_models(model_path(cfg.catalogue)), cfg.n_actions, cfg.optimizer_steps)
+    if cfg.format == "json":     # the machine-readable answer (a stable contract for scripts)
+        ranking = [{"fault": k, "probability": v, "score": v} for k, v in list(d.probabilities.items())[: cfg.top]]
+        print(json.dumps({"log": str(cfg.log), "profile": log.profile, "detected": log.detected, "algo": log.algo,
+                          "view": d.view, "answer": d.answer, "probability": d.probability,
+                          "probabilities": d.probabilities, "ranking": ranking,
+                          "expected_signature": d.expected,
+                          "fired": {n: r.evidence for n, r in d.fired.items()}}, indent=2))
         return
-    print(f"{cfg.log}: {len(log.metrics)} steps, profile {cfg.profile.name}, compared with the {log.algo} "
-          f"catalogue ({cfg.catalogue})")
-    print("mapped: " + ", ".join(f"{src} -> {dst}" for dst, src in log.used.items()))
-    if log.unknown:
-        print(f"not used ({len(log.unknown)}): {', '.join(log.unknown[:15])}" + (" ..." if len(log.unknown) > 15 else ""))
-    print("\nmost likely (score = log-likelihood ratio against a healthy run; > 0 favours the fault):")
-    for i, c in enumerate(top, 1):
-        print(f"{i:2d}. {c.fault:22s} {c.score:+7.2f}  {c.setup}")
-        for e in c.evidence[:4]:
-            state = "fired" if e["fired"] else "did not fire"
-            print(f"      {e['weight']:+.2f} {e['signature']} {state} ({e['seen']}); in the catalogue it fires "
-                  f"on {e['rate_faulty']:.0%} of {c.fault} seeds and {e['rate_healthy']:.0%} of healthy ones")
+    print("\n".join(describe(log, cfg) + report(d, cfg.top)))
 
 
 def main() -> None:

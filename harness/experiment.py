@@ -93,3 +93,31 @@ def run_experiment(exp: Experiment, multirun: bool = False) -> int:
         err.print(f"[bold red]run {res.run_id} crashed[/]:\n{res.meta['error']}")
     sys.stdout.flush()
     return 1 if crashed else 0
+
+
+def run_batch(path: str, results_dir: str, torch_threads: int = 1) -> None:
+    """Train every sampled run listed in ``path`` (one :class:`harness.sample.Spec` per line) in this
+    process: a base experiment is composed once per setup and fault, then specialised per run.
+    Runs already stored are reused. One line per run."""
+    import dataclasses
+    from pathlib import Path
+
+    from harness.cli import make_experiment
+    from harness.sample import Spec, specialise
+
+    console = Console(width=max(110, Console().width), highlight=False)
+    bases: dict[tuple[str, ...], Experiment] = {}
+    lines = [ln for ln in Path(path).read_text().splitlines() if ln.strip()]
+    for line in lines:
+        spec = Spec.from_json(line)
+        key = (spec.setup["algo"], spec.setup["env"], spec.setup["backend"], spec.fault)
+        if key not in bases:
+            base = make_experiment([f"algo={key[0]}", f"env={key[1]}", f"backend={key[2]}", f"fault={key[3]}",
+                                    f"results_dir={results_dir}", f"torch_threads={torch_threads}", "twin=false",
+                                    "progress=false"])
+            bases[key] = base
+        exp = dataclasses.replace(specialise(bases[key], spec), results_dir=results_dir)
+        res = get_or_train(exp)
+        outcome = "reused" if res.reused else f"{res.meta['status']} in {res.meta['wall_s']:.1f} s"
+        console.print(f"[dataset {spec.index}] {exp.fault.name} ({exp.algo.name}/{exp.env.name}/"
+                      f"{exp.backend.name}): {outcome} -> {res.run_id}", soft_wrap=True)

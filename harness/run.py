@@ -188,6 +188,7 @@ def build_meta(exp: Experiment, rid: str, status: str, error: str | None, n_upda
         "n_updates_planned": n_updates_planned(exp),
         "wall_s": round(wall_s, 3),
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "sampled": exp.sampled,
         "command": " ".join(sys.argv),
         "versions": library_versions(),
         "config": exp.key(),

@@ -1,5 +1,9 @@
-"""The catalogue sweep: every registered fault x every setup it applies to x seeds, plus the
-healthy runs and the healthy look-alike controls.
+"""The catalogue sweep: every registered fault x every setup it applies to x onsets x seeds, plus
+the healthy runs and the healthy look-alike controls.
+
+Each fault runs with onset 0 and with a mid-run onset (``onsets``): a seed's mid-run onset is
+drawn (deterministically from the fault and the seed) from the first third of its training, so
+"alarms before onset" and "detection delay" are real measurements.
 
 ``plan`` turns the sweep's settings (``hydra.sweeper.*`` in conf/sweep/catalogue.yaml) into
 job override lists; the Hydra sweeper plugin (hydra_plugins/harness_sweeper) launches them
@@ -10,6 +14,7 @@ in the store and reporting progress while they run.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -38,11 +43,21 @@ def as_setups(items: Sequence[Any]) -> list[Setup]:
     return [Setup(**dict(item)) for item in items]
 
 
+ONSETS = ("0", "mid")
+
+
+def mid_onset(fault: str, seed: int, n_updates: int) -> int:
+    """A mid-run onset in the first third of training, fixed by the fault and the seed."""
+    digest = int(hashlib.sha256(f"onset/{fault}/{seed}".encode()).hexdigest()[:8], 16)
+    return 1 + digest % max(1, n_updates // 3)
+
+
 def plan(setups: Sequence[Setup], controls: Sequence[Setup], faults: Sequence[str] | str,
-         seeds: int, algo_name: Callable[[Setup], str], extra: Sequence[str] = ()) -> list[list[str]]:
-    """Job override lists: each fault on every setup whose algorithm and backend it applies to
-    (fault=none is the healthy run), and fault=none on every control; ``seeds`` seeds each,
-    longest jobs first."""
+         seeds: int, algo_name: Callable[[Setup], str], extra: Sequence[str] = (),
+         onsets: Sequence[str] = ("0",), n_updates: Callable[[Setup], int] | None = None) -> list[list[str]]:
+    """Job override lists: each fault on every setup whose algorithm and backend it applies to,
+    at each onset kind (fault=none is the healthy run, once), and fault=none on every control;
+    ``seeds`` seeds each, longest jobs first."""
     names = sorted(FAULTS) if faults == "all" else list(faults)
     unknown = [n for n in names if n not in FAULTS]
     if unknown:
@@ -50,6 +65,10 @@ def plan(setups: Sequence[Setup], controls: Sequence[Setup], faults: Sequence[st
                           f"{', '.join(sorted(FAULTS))}")
     if seeds < 1:
         raise ConfigError(f"hydra.sweeper.seeds={seeds} must be >= 1")
+    onsets = [str(o) for o in onsets]        # Hydra reads a bare 0 as an integer
+    bad = [o for o in onsets if o not in ONSETS]
+    if bad or not onsets:
+        raise ConfigError(f"hydra.sweeper.onsets={list(onsets)}; valid values: {', '.join(ONSETS)}")
     cases: list[tuple[Setup, str]] = []
     for setup in setups:
         algo = algo_name(setup)
@@ -59,8 +78,14 @@ def plan(setups: Sequence[Setup], controls: Sequence[Setup], faults: Sequence[st
                 cases.append((setup, name))
     cases += [(control, "none") for control in controls]
     cases.sort(key=lambda case: _cost_rank(algo_name(case[0]), case[0]))
-    return [[*setup.overrides(), f"fault={fault}", f"seed={seed}", "twin=false", "progress=false", *extra]
-            for setup, fault in cases for seed in range(seeds)]
+    jobs = []
+    for setup, fault in cases:
+        for onset in (onsets if fault != "none" else ("0",)):
+            for seed in range(seeds):
+                at = [] if onset == "0" else [f"fault.onset={mid_onset(fault, seed, n_updates(setup))}"]
+                jobs.append([*setup.overrides(), f"fault={fault}", *at, f"seed={seed}", "twin=false",
+                             "progress=false", *extra])
+    return jobs
 
 
 def plan_runs(settings: dict[str, Any], arguments: Sequence[str],
@@ -73,23 +98,32 @@ def plan_runs(settings: dict[str, Any], arguments: Sequence[str],
     """
     if any(a.split("=", 1)[0].lstrip("+") == "seed" for a in arguments):
         raise ConfigError("the catalogue sweep sets the seeds itself: use hydra.sweeper.seeds=N")
-    algo_names: dict[Setup, str] = {}
+    base: dict[Setup, Any] = {}
 
-    def algo_name(setup: Setup) -> str:
-        if setup not in algo_names:
-            algo_names[setup] = load_experiment(compose([*setup.overrides(), *arguments])).algo.name
-        return algo_names[setup]
+    def healthy(setup: Setup) -> Any:
+        if setup not in base:
+            base[setup] = load_experiment(compose([*setup.overrides(), *arguments]))
+        return base[setup]
+
+    from harness.run import n_updates_planned
 
     jobs = plan(as_setups(settings["setups"]), as_setups(settings["controls"]), settings["faults"],
-                int(settings["seeds"]), algo_name, extra=arguments)
+                int(settings["seeds"]), lambda s: healthy(s).algo.name, extra=arguments,
+                onsets=list(settings.get("onsets") or ("0",)),
+                n_updates=lambda s: n_updates_planned(healthy(s)))
     experiments: dict[tuple[str, ...], Any] = {}
     runs = []
     for job in jobs:
         seed = int(next(o for o in job if o.startswith("seed="))[len("seed="):])
-        case = tuple(o for o in job if not o.startswith("seed="))
+        onset = next((int(o.split("=")[1]) for o in job if o.startswith("fault.onset=")), 0)
+        case = tuple(o for o in job if not o.startswith(("seed=", "fault.onset=")))
         if case not in experiments:
             experiments[case] = load_experiment(compose([*case, "seed=0"]))
-        runs.append((job, run_id(dataclasses.replace(experiments[case], seed=seed).key())))
+        exp = experiments[case]
+        fault_cfg = {**exp.fault_cfg, "onset": onset}
+        exp = dataclasses.replace(exp, seed=seed, fault=dataclasses.replace(exp.fault, onset=onset),
+                                  fault_cfg=fault_cfg)
+        runs.append((job, run_id(exp.key())))
     return runs
 
 
@@ -141,3 +175,72 @@ class StoreProgress:
 def _clock(seconds: float) -> str:
     seconds = int(seconds)
     return f"{seconds // 60}:{seconds % 60:02d}"
+
+
+# ---- the diverse dataset (hydra/sweeper=dataset) -------------------------------------------
+
+#: the only overrides the dataset sweep passes through to its jobs (the rest is sampled)
+DATASET_ARGUMENTS = ("results_dir", "torch_threads", "sweep")
+
+
+def plan_dataset(space: dict[str, Any], size: int, seed: int, chunk: int, arguments: Sequence[str],
+                 compose: Callable[[list[str]], Any]) -> list[tuple[Any, str]]:
+    """The sampled runs with their run ids, every one validated; raises ConfigError.
+
+    One config is composed per setup (``compose``: Hydra's loader in the sweeper); faults are
+    added from their YAML, hyperparameters by :func:`harness.sample.specialise`."""
+    from harness.assemble import with_fault
+    from harness.run import n_updates_planned
+    from harness.sample import Space, specialise
+
+    bad = [a for a in arguments if a.split("=", 1)[0].lstrip("+~") not in DATASET_ARGUMENTS
+           and not a.lstrip("+~").startswith(("hydra.", "hydra/"))]
+    if bad:
+        raise ConfigError(f"the dataset sweep samples its runs itself: {bad[0]!r} is not allowed (only "
+                          f"results_dir, torch_threads; change hydra.sweeper.space instead)")
+    if size < 1 or chunk < 1:
+        raise ConfigError(f"hydra.sweeper.size={size} and hydra.sweeper.chunk={chunk} must be >= 1")
+    sampler = Space(space)
+    setups: dict[tuple[str, str, str], Any] = {}
+    bases: dict[tuple[str, str, str, str], Any] = {}
+
+    def base(spec: Any) -> Any:
+        s = spec.setup
+        where = (s["algo"], s["env"], s["backend"])
+        if where not in setups:
+            setups[where] = load_experiment(compose([f"algo={s['algo']}", f"env={s['env']}",
+                                                     f"backend={s['backend']}", "fault=none", *arguments]))
+            if setups[where].algo.name != s["algo_name"]:
+                raise ConfigError(f"hydra.sweeper.space.setups: algo={s['algo']} is a {setups[where].algo.name} "
+                                  f"config, not {s['algo_name']}")
+        key = (*where, spec.fault)
+        if key not in bases:
+            bases[key] = with_fault(setups[where], spec.fault)
+        return bases[key]
+
+    specs = sampler.sample(size, seed, lambda spec: n_updates_planned(specialise(base(spec), spec)))
+    return [(spec, run_id(specialise(base(spec), spec).key())) for spec in specs]
+
+
+def write_chunks(specs: Sequence[Any], chunk: int, directory: Any, arguments: Sequence[str]) -> list[list[str]]:
+    """Deal ``specs`` (longest first) into jobs of ``chunk`` runs; each job's runs go to a file the
+    job reads (``batch=<file>``). Returns the jobs' override lists."""
+    from pathlib import Path
+
+    from harness.sample import digest
+
+    ordered = sorted(specs, key=lambda s: -_spec_cost(s))
+    root = Path(directory) / digest(ordered)
+    root.mkdir(parents=True, exist_ok=True)
+    jobs = []
+    for i in range(0, len(ordered), chunk):
+        path = root / f"chunk_{i // chunk:04d}.jsonl"
+        path.write_text("".join(s.to_json() + "\n" for s in ordered[i:i + chunk]))
+        jobs.append([f"batch={path}", *arguments])
+    return jobs
+
+
+def _spec_cost(spec: Any) -> float:
+    """A rough relative cost, to start the longest runs first."""
+    factor = {"grpo": 4.0}.get(spec.setup["algo_name"], 1.0) * {"sb3": 2.0}.get(spec.setup["backend"], 1.0)
+    return factor * float(spec.env.get("total_timesteps", 1))

@@ -1,4 +1,8 @@
-"""The catalogue and the labelled dataset, built from a real (small) store."""
+"""The catalogue and the labelled dataset, built from a real (small) store.
+
+Six seeds per cell (seeds 0, 2, 4 calibrate, 1, 3, 5 are held out), ten for zero_reward at onset
+0 and its healthy runs: with three held-out seeds a side no exact test can reach p < 0.05 (the
+smallest p of a 3-vs-3 comparison is 1/20), with five it can."""
 
 from __future__ import annotations
 
@@ -9,45 +13,54 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from harness.analysis.catalogue import auroc, bootstrap_auroc, verdict
+from harness.analysis import stats
+from harness.analysis.catalogue import split_of
+from harness.analysis.signatures import SIGNATURES
 from harness.metrics import CANONICAL
+from harness.store import RunStore
 from tests.helpers import train
 
 PPO = ["env.total_timesteps=12288", "algo.n_steps=64"]
 GRPO = ["algo=grpo", "env=toyseq", "env.total_timesteps=15360"]
 CRASHING = ["env.id=harness-test/Crashing-v0", "algo.num_envs=2", "algo.n_steps=32", "env.total_timesteps=2000"]
+SEEDS = range(6)
 
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
     root = tmp_path_factory.mktemp("catalogue")
-    for seed in range(3):
+    for seed in range(6, 10):
+        for fault in ("none", "zero_reward"):
+            train([f"fault={fault}", *PPO, f"seed={seed}", f"results_dir={root}"])
+    for seed in SEEDS:
         common = [f"seed={seed}", f"results_dir={root}"]
         for fault in ("none", "shared_policy", "zero_reward"):
             train([f"fault={fault}", *PPO, *common])
+        train(["fault=zero_reward", f"fault.onset={3 + seed % 2}", *PPO, *common])
         train(["algo=ppo_single_pass", *PPO, *common])
         train(["fault=none", *GRPO, *common])
         train(["fault=adv_std_no_floor", "fault.variant=zero_std", *GRPO, *common])   # 0/0: diverges
         for fault in ("none", "tiny_clip"):
             train([f"fault={fault}", *CRASHING, *common])
-    out = subprocess.run([sys.executable, "-m", "harness.catalogue", f"results_dir={root}", "n_boot=200"],
-                         capture_output=True, text=True, timeout=300)
+    out = subprocess.run([sys.executable, "-m", "harness.catalogue", f"results_dir={root}", "n_mc=2000"],
+                         capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr
     return root, out.stdout
 
 
-def cell(cat: pd.DataFrame, fault: str, setup: str) -> pd.DataFrame:
-    rows = cat[(cat["fault"] == fault) & cat["cell"].str.contains(setup, regex=False)]
-    assert len(rows), f"no cell {fault} {setup}"
+def cell(cat: pd.DataFrame, fault: str, setup: str, onset: str = "0") -> pd.DataFrame:
+    rows = cat[(cat["fault"] == fault) & (cat["setup"] == setup) & (cat["onset_kind"] == onset)]
+    assert len(rows), f"no cell {fault} {setup} onset={onset}"
     return rows
 
 
 def test_catalogue_files_and_columns(store):
     root, stdout = store
     cat = pd.read_parquet(root / "catalogue" / "catalogue.parquet")
-    for col in ("fault", "algo", "env", "backend", "kind", "name", "expected", "rate_faulty", "rate_healthy",
-                "rate_control", "verdict", "auroc", "direction", "auroc_ci_low", "auroc_ci_high",
-                "n_faulty", "n_healthy", "n_control", "n_diverged", "n_crashed", "manifested"):
+    for col in ("fault", "algo", "env", "backend", "kind", "name", "expected", "threshold", "rate_faulty",
+                "rate_healthy", "rate_control", "ci_low_faulty", "ci_high_faulty", "cal_rate_faulty",
+                "separates_calibration", "heldout_p", "verdict", "auroc", "direction", "p_value", "p_holm",
+                "n_faulty", "n_healthy", "n_control", "n_diverged", "n_crashed", "diverged_updates", "manifested"):
         assert col in cat.columns, col
     assert (root / "catalogue" / "CATALOGUE.md").exists()
     pngs = list((root / "catalogue" / "plots").glob("*.png"))
@@ -56,53 +69,116 @@ def test_catalogue_files_and_columns(store):
     assert "wrote" in stdout and "manifested" in stdout
 
 
-def test_shared_policy_row_measures_fault_healthy_and_controls(store):
+def test_rates_are_held_out_with_intervals_and_verdicts_from_calibration(store):
     root, _ = store
     cat = pd.read_parquet(root / "catalogue" / "catalogue.parquet")
     rows = cell(cat, "shared_policy", "ppo/cartpole/native").set_index("name")
     sig = rows.loc["ratio_pinned"]
-    assert (sig["n_faulty"], sig["n_healthy"], sig["n_control"]) == (3, 3, 3)
+    assert (sig["n_faulty"], sig["n_healthy"], sig["n_control"]) == (6, 10, 6)
+    # 3 held-out seeds a side: the rate is 3/3, with a Wilson interval that is not degenerate
+    assert (sig["held-out_k_faulty"], sig["held-out_n_faulty"]) == (3, 3)
     assert sig["rate_faulty"] == 1 and sig["rate_healthy"] == 0 and sig["rate_control"] == 1
-    assert sig["verdict"] == "confirmed" and bool(sig["manifested"])
+    assert 0.3 < sig["ci_low_faulty"] < 1 == sig["ci_high_faulty"]
+    # it fires on every look-alike control: not specific, whatever it does on faulty seeds
+    assert not sig["separates_calibration"] and sig["verdict"].startswith("not specific")
     metric = rows.loc["ratio_dev_max"]
-    assert metric["auroc"] == 1 and metric["direction"] == "lower"
-    assert metric["auroc_ci_low"] <= metric["auroc"] <= metric["auroc_ci_high"]
-    assert metric["faulty_median"] == 0 and metric["healthy_median"] > 0
-    assert rows.loc["reward_mean", "auroc"] == 0.5      # reward is 1 per step either way
+    assert metric["auroc"] == 0 and metric["direction"] == "lower" and not metric["paired"]  # 6 vs 10 seeds
+    assert metric["p_value"] == pytest.approx(2 / 8008)          # exact: C(16, 6) relabellings, two-sided
+    assert metric["p_holm"] >= metric["p_value"]
+    paired = cell(cat, "zero_reward", "ppo/cartpole/native").set_index("name").loc["value_loss"]
+    assert paired["paired"] and paired["p_value"] == pytest.approx(2 / 2 ** 10)   # 10 twin pairs
+    assert "reward_mean" not in rows.index      # 1 per step either way: constant, nothing to test
 
 
-def test_reference_detectors_are_measured_per_fault(store):
+def test_calibrated_thresholds_come_from_calibration_seeds_only(store):
+    root, _ = store
+    cat = pd.read_parquet(root / "catalogue" / "catalogue.parquet")
+    rows = cell(cat, "zero_reward", "ppo/cartpole/native").set_index("name")
+    for name in ("kl_high", "kl_explodes", "entropy_collapse", "clipfrac_saturated", "approx_kl_tiny"):
+        sig = SIGNATURES[name]
+        assert sig.calibrated          # moved out from the default where healthy runs cross it, never in
+        stricter = max if sig.direction in ("above", "at_least") else min
+        assert rows.loc[name, "threshold"] == stricter(rows.loc[name, "threshold"], sig.threshold)
+    # ...from the even seeds: a healthy calibration run never fires at the fitted threshold
+    assert (rows.loc[rows["kind"] == "signature", "cal_rate_healthy"].fillna(0)[rows["calibrated"] == True] == 0).all()  # noqa: E712
+    assert split_of(0) == split_of(4) == "calibration" and split_of(3) == "held-out"
+
+
+def test_manifested_is_decided_on_held_out_seeds(store):
+    root, _ = store
+    cat = pd.read_parquet(root / "catalogue" / "catalogue.parquet")
+    zero = cell(cat, "zero_reward", "ppo/cartpole/native")
+    assert zero.iloc[0]["manifested"] and "reward_zero" in zero.iloc[0]["manifested_by"]
+    reward_zero = zero.set_index("name").loc["reward_zero"]
+    assert reward_zero["heldout_p"] == pytest.approx(1 / 252)       # 5/5 vs 0/5, Fisher one-sided
+    # three held-out seeds a side cannot reach significance: the mid-run cell is reported, not manifested
+    mid = cell(cat, "zero_reward", "ppo/cartpole/native", onset="mid").iloc[0]
+    assert mid["onsets"] == "3, 4" and not mid["manifested"] and mid["n_evidence"] > 0
+    md = (root / "catalogue" / "CATALOGUE.md").read_text()
+    assert "- `zero_reward onset=mid | ppo/cartpole/native`: return_mean" in md
+
+
+def test_a_diverged_run_shows_no_artefacts_of_being_short(store):
+    root, _ = store
+    cat = pd.read_parquet(root / "catalogue" / "catalogue.parquet")
+    adv = cell(cat, "adv_std_no_floor", "grpo/toyseq/native")
+    sig = adv.query("kind == 'signature'").set_index("name")
+    assert sig["n_diverged"].iloc[0] == 6
+    completed = [int(n) for n in sig["diverged_updates"].iloc[0].split(", ")]
+    assert len(completed) == 6 and max(completed) <= 1          # stopped inside the first or second update
+    # each twin is read over the same (empty or one-update) window: being short is no evidence
+    assert sig.loc["nonfinite", "rate_faulty"] == 1 and sig.loc["nonfinite", "rate_healthy"] == 0
+    for name in ("ratio_pinned", "approx_kl_zero", "param_frozen", "clipfrac_zero", "loss_zero"):
+        assert not sig.loc[name, "separates_calibration"], name
+    assert set(filter(None, adv.iloc[0]["manifested_by"].split(", "))) <= {"nonfinite", "adv_nonfinite_or_huge", "kl_explodes",
+                                                             "kl_ref_explodes"}
+    crashed = cell(cat, "tiny_clip", "ppo/cartpole/native")
+    assert crashed["n_crashed"].iloc[0] == 6
+    md = (root / "catalogue" / "CATALOGUE.md").read_text()
+    assert f"6 faulty seeds (6 diverged, completing {', '.join(map(str, completed))} updates after onset" in md
+
+
+def test_reference_detectors_are_measured_per_fault_with_delays(store):
     root, _ = store
     cat = pd.read_parquet(root / "catalogue" / "catalogue.parquet")
     det = cell(cat, "shared_policy", "ppo/cartpole/native").query("kind == 'detector'").set_index("name")
     assert set(det.index) == {"folk", "config_aware"}
     assert det.loc["config_aware", "recall"] == 1 and det.loc["config_aware", "correct_cause"] == 1
     assert det.loc["folk", "false_alarm_control"] == 1 and det.loc["config_aware", "false_alarm_control"] == 0
-    md = (root / "catalogue" / "CATALOGUE.md").read_text()
-    assert "| config_aware | 100% | 100% |" in md
+    mid = cell(cat, "zero_reward", "ppo/cartpole/native", onset="mid").query("kind == 'detector'").set_index("name")
+    assert mid.loc["config_aware", "before_onset"] == 0 and mid.loc["folk", "before_onset"] == 1
+    zero = cell(cat, "zero_reward", "ppo/cartpole/native").query("kind == 'detector'").set_index("name")
+    # config_aware waits for 10 updates of exactly-zero reward before naming the fault
+    assert zero.loc["config_aware", "delay_right_median"] == 9 and zero.loc["folk", "delay_median"] == 0
 
 
-def test_diverged_and_crashed_runs_are_counted_not_dropped(store):
-    root, _ = store
-    cat = pd.read_parquet(root / "catalogue" / "catalogue.parquet")
-    adv = cell(cat, "adv_std_no_floor", "grpo/toyseq").query("kind == 'signature'").set_index("name")
-    assert adv["n_diverged"].iloc[0] == 3
-    assert adv.loc["nonfinite", "rate_faulty"] == 1 and adv.loc["nonfinite", "rate_healthy"] == 0
-    crashed = cell(cat, "tiny_clip", "ppo/cartpole")
-    assert crashed["n_crashed"].iloc[0] == 3
-    md = (root / "catalogue" / "CATALOGUE.md").read_text()
-    assert "3 faulty seeds (3 diverged, 0 crashed)" in md and "(0 diverged, 3 crashed)" in md
-
-
-def test_markdown_has_a_section_per_fault_with_verdicts_and_mimics(store):
+def test_markdown_reports_protocol_summary_and_sections(store):
     root, _ = store
     md = (root / "catalogue" / "CATALOGUE.md").read_text()
+    assert "Even seeds calibrate, odd seeds are held\nout" in md
     assert "## shared_policy | ppo/cartpole/native" in md
-    assert "| ratio_pinned | 100% | 0% | 100% | confirmed |" in md
+    assert "| ratio_pinned | 0.9 | 100% [44%, 100%] | 0% [0%, 43%] | 100% [44%, 100%] | not specific" in md
     assert "Healthy controls that mimic it: ratio_pinned (100%)" in md
-    assert "**Provenance**: PrimeIntellect-ai/verifiers PR #320" in md
     assert "![traces](plots/traces_shared_policy" in md
-    assert "## Healthy baselines" in md and "ppo_single_pass/cartpole/native | yes | 3 |" in md
+    assert "### Faults that left no trace" in md
+    assert "## Healthy baselines" in md and "ppo_single_pass/cartpole/native | yes | 6 |" in md
+
+
+def test_a_truncated_stored_file_is_skipped_with_one_line(store, tmp_path):
+    root, _ = store
+    rid = next(p.name for p in (root / "runs").iterdir() if "shared_policy-s5" in p.name)
+    path = root / "runs" / rid / "metrics.parquet"
+    original = path.read_bytes()
+    try:
+        path.write_bytes(original[: len(original) // 3])
+        out = subprocess.run([sys.executable, "-m", "harness.catalogue", f"results_dir={root}", "plots=false",
+                              "dataset=false", "n_mc=500"], capture_output=True, text=True, timeout=600)
+        assert out.returncode == 0, out.stderr
+        warnings = [ln for ln in out.stderr.splitlines() if ln.strip()]
+        assert len(warnings) == 1 and rid in warnings[0] and warnings[0].startswith("warning: skipping run")
+        assert RunStore(root).problem(rid).startswith("metrics.parquet has")
+    finally:
+        path.write_bytes(original)
 
 
 def test_dataset_has_labels_runs_splits_and_datasheet(store):
@@ -113,11 +189,10 @@ def test_dataset_has_labels_runs_splits_and_datasheet(store):
     for col in ("run_id", "update", "env_step", "fault", "fault_active", "is_control", "algo", "env",
                 "backend", "seed", "onset", "status", *CANONICAL):
         assert col in data.columns, col
-    assert len(runs) == 3 * 8 and len(data) == runs["n_updates"].sum()
+    assert len(runs) == 6 * 9 + 4 * 2 and len(data) == runs["n_updates"].sum()
     assert set(runs["status"]) == {"ok", "diverged", "crashed"}
     assert {"configured.lr", "effective.lr", "configured.n_epochs", "effective.n_epochs"} <= set(runs.columns)
     assert data.groupby("run_id")["fault"].nunique().max() == 1
-    assert set(splits["by_seed"]) == {"train"}                  # seeds 0-2
     assert set(splits.columns) >= {"run_id", "by_seed", "heldout_cartpole", "heldout_toyseq"}
     toyseq = runs.set_index("run_id")["env"] == "toyseq"
     assert (splits.set_index("run_id")["heldout_toyseq"].eq("test") == toyseq).all()
@@ -126,20 +201,22 @@ def test_dataset_has_labels_runs_splits_and_datasheet(store):
     assert "- torch: " in sheet
 
 
-def test_auroc_and_bootstrap():
-    assert auroc(np.array([2.0, 3.0]), np.array([1.0, 1.0])) == 1
-    assert auroc(np.array([1.0]), np.array([1.0])) == 0.5
-    assert auroc(np.array([0.0, 2.0]), np.array([1.0, 1.0])) == 0.5
-    lo, hi = bootstrap_auroc(np.array([1.0, 2, 3, 4]), np.array([0.0, 1.5, 2.5, 0.5]), 500,
-                             np.random.default_rng(0))
-    assert 0 <= lo < auroc(np.array([1.0, 2, 3, 4]), np.array([0.0, 1.5, 2.5, 0.5])) < hi <= 1
-    assert verdict(1.0, 0.0) == "confirmed" and verdict(0.2, 0.0) == "refuted"
-    assert verdict(1.0, 1.0).startswith("not specific")
+def test_statistics():
+    assert stats.auroc(np.array([2.0, 3.0]), np.array([1.0, 1.0])) == 1
+    assert stats.auroc(np.array([0.0, 2.0]), np.array([1.0, 1.0])) == 0.5
+    rng = np.random.default_rng(0)
+    assert stats.auroc_pvalue(np.arange(5) + 10.0, np.arange(5.0), True, rng) == pytest.approx(2 / 32)
+    assert stats.auroc_pvalue(np.arange(5) + 10.0, np.arange(5.0), False, rng) == pytest.approx(2 / 252)
+    lo, hi = stats.wilson(0, 5)
+    assert lo == 0 and 0.4 < hi < 0.45
+    assert stats.fisher_greater(5, 5, 0, 5) == pytest.approx(1 / 252)
+    assert stats.holm([0.01, 0.04, float("nan"), 0.03]) == pytest.approx([0.03, 0.06, float("nan"), 0.06],
+                                                                        nan_ok=True)
 
 
 @pytest.mark.parametrize("args, message", [
     (["trace_metrics=[reward_mean,nope]"], "unknown metric 'nope' in trace_metrics"),
-    (["n_boot=1"], "n_boot=1 is out of range"),
+    (["n_mc=1"], "n_mc=1 is out of range"),
     (["results_dir=/nonexistent/dir"], "no runs under /nonexistent/dir/runs"),
 ])
 def test_bad_catalogue_arguments_are_one_line(args, message, tmp_path):

@@ -11,7 +11,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from harness.detection.diagnosis import load_catalogue, map_log
+from harness.detection.diagnosis import load_catalogue
+from harness.logs import map_log
 
 ROOT = Path(__file__).resolve().parent.parent
 CATALOGUE = ROOT / "results" / "catalogue"
@@ -51,7 +52,9 @@ def test_reward_fault_ranks_first_for_a_stuck_verl_run(verl_log):
 def test_json_format(verl_log):
     out = diagnose(f"log={verl_log}", "profile=verl", f"catalogue={CATALOGUE}", "format=json")
     assert out.returncode == 0, out.stderr
-    ranking = json.loads(out.stdout)
+    answer = json.loads(out.stdout)
+    assert answer["answer"] == "zero_reward" and answer["profile"] == "verl" and answer["algo"] == "grpo"
+    ranking = answer["ranking"]
     assert ranking[0]["fault"] == "zero_reward" and ranking[0]["score"] > 0
     assert all({"fault", "score", "evidence"} <= set(r) for r in ranking)
     assert {"signature", "fired", "weight"} <= set(ranking[0]["evidence"][0])
@@ -68,7 +71,7 @@ def test_jsonl_sb3_log_with_ppo_bug(tmp_path):
     path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     out = diagnose(f"log={path}", "profile=sb3", f"catalogue={CATALOGUE}", "format=json")
     assert out.returncode == 0, out.stderr
-    ranking = json.loads(out.stdout)
+    ranking = json.loads(out.stdout)["ranking"]
     assert ranking[0]["fault"] in ("shared_policy", "ppo_epochs_ignored")
     mapped = map_log(pd.read_json(path, lines=True), {"name": "sb3", "algo": "ppo", "step": "time/iterations",
                                                       "columns": {"train/entropy_loss": "entropy"},
@@ -79,7 +82,7 @@ def test_jsonl_sb3_log_with_ppo_bug(tmp_path):
 @pytest.mark.parametrize("content, args, message", [
     ("a,b\n1,2\n", ["profile=verl"], "the log has none of the metrics profile=verl knows"),
     (None, ["profile=verl"], "no such file"),
-    ("a,b\n1,2\n", ["profile=chainer"], "unknown profile 'chainer'; valid choices: canonical, cleanrl, sb3, trl, verl"),
+    ("a,b\n1,2\n", ["profile=chainer"], "unknown profile 'chainer'; valid choices: auto, canonical, cleanrl, sb3, trl, verl"),
 ])
 def test_bad_logs_are_one_line_errors(tmp_path, content, args, message):
     path = tmp_path / "log.csv"

@@ -16,7 +16,7 @@ from harness.store import RunStore
 SMALL = ["hydra.sweeper.seeds=2", "hydra.sweeper.faults=[none,shared_policy,zero_reward,tiny_clip]",
          "hydra.sweeper.setups=[{algo:ppo,env:cartpole,backend:native}]",
          "hydra.sweeper.controls=[{algo:ppo_single_pass,env:cartpole,backend:native}]",
-         "hydra.sweeper.progress_every_s=1", "env.total_timesteps=24576"]
+         "hydra.sweeper.progress_every_s=1", "hydra.sweeper.onsets=[0]", "env.total_timesteps=24576"]
 EXPECTED = 4 * 2 + 2      # 4 faults (none included) x 2 seeds + the control x 2 seeds
 
 
@@ -68,18 +68,26 @@ def test_catalogue_sweep_survives_kill_9_and_resumes(tmp_path):
     assert again.returncode == 0 and f"{EXPECTED} already stored" in again.stdout and "0 to train" in again.stdout
 
 
-def test_catalogue_plan_covers_faults_setups_controls():
-    from harness.sweep import Setup, plan
+def test_catalogue_plan_covers_faults_setups_onsets_controls():
+    from faults import FAULTS
+    from harness.sweep import Setup, mid_onset, plan
 
     jobs = plan([Setup("ppo", "cartpole"), Setup("grpo", "toyseq")], [Setup("ppo_single_pass", "cartpole")],
-                "all", 2, algo_name=lambda s: s.algo.split("_")[0])
+                "all", 2, algo_name=lambda s: s.algo.split("_")[0], onsets=["0", "mid"], n_updates=lambda s: 30)
     faults = {(j[0], j[3]) for j in jobs}
     assert ("algo=grpo", "fault=reference_not_frozen") in faults
     assert ("algo=ppo", "fault=reference_not_frozen") not in faults       # GRPO-only fault
     assert ("algo=ppo_single_pass", "fault=none") in faults
     assert not any(j[0] == "algo=ppo_single_pass" and j[3] != "fault=none" for j in jobs)
-    assert len(jobs) == 2 * (6 + 16 + 1)          # ppo: none + 5 core; grpo: none + 15; one control
+    n_ppo = sum("ppo" in c.algos and "native" in c.backends for n, c in FAULTS.items() if n != "none")
+    n_grpo = sum("grpo" in c.algos and "native" in c.backends for n, c in FAULTS.items() if n != "none")
+    # every fault twice (onset 0 and mid-run), the healthy run and the control once; 2 seeds each
+    assert len(jobs) == 2 * (2 * n_ppo + 1 + 2 * n_grpo + 1 + 1)
     assert jobs[0][0] == "algo=grpo"              # longest jobs first
+    onsets = [int(o.split("=")[1]) for j in jobs for o in j if o.startswith("fault.onset=")]
+    assert len(onsets) == 2 * (n_ppo + n_grpo) and all(1 <= k <= 10 for k in onsets)    # first third of 30
+    assert mid_onset("zero_reward", 3, 30) == mid_onset("zero_reward", 3, 30)
+    assert len({mid_onset("zero_reward", seed, 300) for seed in range(12)}) > 6          # a spread of onsets
 
 
 @pytest.mark.parametrize("args, message", [

@@ -1,22 +1,34 @@
-"""``python -m harness.catalogue``: which bug leaves which metric signature, measured over seeds.
+"""The catalogue: which bug leaves which metric signature, measured over seeds, out of sample.
 
-Reads every stored run under ``results_dir`` and writes ``results_dir/catalogue/``:
+Protocol (every rate in the published catalogue follows it):
 
-- ``catalogue.parquet``: one row per (cell, signature) and per (cell, metric). For a
-  signature: its firing rate on the faulty seeds, the healthy seeds and the look-alike
-  controls, and a verdict when it is one the fault is expected to leave. For a metric: the
-  AUROC with which a per-run summary (the median after onset) separates faulty from healthy
-  runs, its direction and a bootstrap interval over seeds. Every row repeats the cell's
-  summary: run counts, how many diverged or crashed, and whether the fault manifested.
-- ``CATALOGUE.md``: one readable section per fault.
-- ``plots/``: a heatmap of faults x signatures and, per cell, metric traces faulty vs healthy.
-
-and the labelled dataset in ``results_dir/dataset/`` (see harness/dataset.py).
+- **Matched windows.** A faulty run is read from its onset over the updates it completed (a
+  diverged run stops part-way through an update; that partial row is read only by the
+  non-finite signatures). Its healthy twin (same seed and config) and the controls of the same
+  seed are read over exactly the same updates, so a short diverged run is never compared with
+  a whole healthy run. Healthy seeds without a faulty counterpart use the cell's median window.
+- **Calibration and held-out seeds.** Even seeds calibrate, odd seeds are held out. On the
+  calibration half, every scale signature's threshold is moved out from its default to the edge
+  of the healthy runs where they cross it (so it never fires on a healthy calibration run), and
+  the verdicts are decided: a
+  signature *separates* when it fires on >= 80% of faulty, <= 20% of healthy and <= 20% of
+  control runs (a signature that fires on the look-alike controls is not specific). The rates
+  reported are the held-out ones, with Wilson 95% intervals.
+- **Manifested** is decided out of sample too: the calibration half selects the evidence (the
+  separating signatures and up to three metrics whose per-run summary reaches AUROC >= 0.9 or
+  <= 0.1), and the held-out half tests each selected item (Fisher's exact test for a signature,
+  an exact permutation test for a metric, one-sided in the calibrated direction), Holm-corrected
+  for the number of items tested. A fault manifested when at least one item survives at 0.05.
+- **Metrics over all seeds**: each metric's per-run summary (its median over the window) gives
+  an AUROC faulty vs healthy, with a permutation p-value that exchanges labels within twin pairs
+  (exact: 2^n permutations), Holm-corrected over the metrics of the cell.
 """
 
 from __future__ import annotations
 
+import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,31 +38,42 @@ import pandas as pd
 from omegaconf import DictConfig
 
 from faults import FAULTS
-from harness.analysis import signatures
+from harness.analysis import signatures, stats
 from harness.analysis.runs import Cell, RunSet
+from harness.analysis.signatures import DIRECTIONS, Result
 from harness.config import ConfigError, check_range, locate, setup_label
 from harness.detection import REFERENCE
 from harness.markdown import num, pct, table
-from harness.metrics import CANONICAL, applicable
+from harness.metrics import CANONICAL, PROGRESS, applicable
 from harness.store import atomic_write_bytes, atomic_write_parquet
 
-SEPARATES = (0.8, 0.2)   # a signature separates: fires on >= 80% of faulty and <= 20% of healthy seeds
-AUROC_MANIFEST = 0.95    # ... or a metric separates with AUROC >= 0.95 and a CI lower bound >= 0.8,
-MIN_SEEDS = 3            # ... on at least 3 faulty and 3 healthy seeds
-SHOWN = 3                # metrics named in manifested_by
+SEPARATES = (0.8, 0.2)     # fires on >= 80% of faulty runs and <= 20% of healthy runs and controls
+SELECT_AUROC = 0.9         # calibration AUROC (or 1 - AUROC) for a metric to be selected as evidence
+MAX_METRICS = 3            # metrics selected per cell on the calibration half
+ALPHA = 0.05
+MIN_RUNS = 3               # evaluable runs a side below which no separation is claimed
+SPLITS = ("calibration", "held-out")
+
+
+def split_of(seed: int) -> str:
+    """Even seeds calibrate, odd seeds are held out."""
+    return "calibration" if seed % 2 == 0 else "held-out"
 
 
 @dataclass(frozen=True)
 class CatalogueSettings:
     results_dir: Path
-    n_boot: int
+    n_mc: int
     trace_metrics: tuple[str, ...]
     plots: bool
     dataset: bool
+    model: bool = True
+    left_out: bool = True
+    model_kind: str = "boosting"
 
     @classmethod
     def from_cfg(cls, cfg: DictConfig) -> CatalogueSettings:
-        check_range("", "n_boot", cfg.n_boot, ge=10, le=100_000, kind=int)
+        check_range("", "n_mc", cfg.n_mc, ge=100, le=1_000_000, kind=int)
         trace = tuple(cfg.trace_metrics or ())
         unknown = [m for m in trace if m not in CANONICAL]
         if unknown:
@@ -58,153 +81,322 @@ class CatalogueSettings:
         root = Path(cfg.results_dir)
         if not (root / "runs").is_dir():
             raise ConfigError(f"no runs under {root}/runs: train some first (python -m harness ...)")
-        return cls(root, int(cfg.n_boot), trace, bool(cfg.plots), bool(cfg.dataset))
+        from harness.analysis.model import KINDS
+
+        kind = str(cfg.get("model_kind", "boosting"))
+        if kind not in KINDS:
+            raise ConfigError(f"model_kind={kind!r}; valid choices: {', '.join(KINDS)}")
+        return cls(root, int(cfg.n_mc), trace, bool(cfg.plots), bool(cfg.dataset), bool(cfg.get("model", True)),
+                   bool(cfg.get("left_out", True)), kind)
 
 
-# ---- statistics ------------------------------------------------------------------------
+# ---- windows ----------------------------------------------------------------------------
 
-def auroc(pos: np.ndarray, neg: np.ndarray) -> float:
-    """P(a faulty summary > a healthy one), ties counting half (Mann-Whitney U / n m)."""
-    if len(pos) == 0 or len(neg) == 0:
-        return math.nan
-    greater = (pos[:, None] > neg[None, :]).mean()
-    ties = (pos[:, None] == neg[None, :]).mean()
-    return float(greater + 0.5 * ties)
+@dataclass(frozen=True)
+class Window:
+    """The updates a run is read over: ``length`` updates from ``onset``."""
 
-
-def bootstrap_auroc(pos: np.ndarray, neg: np.ndarray, n_boot: int, rng: np.random.Generator
-                    ) -> tuple[float, float]:
-    """95% percentile interval of the AUROC, resampling faulty and healthy seeds separately
-    (undefined below 2 seeds a side, where every resample is the same)."""
-    if len(pos) < 2 or len(neg) < 2:
-        return math.nan, math.nan
-    p = pos[rng.integers(0, len(pos), size=(n_boot, len(pos)))]
-    n = neg[rng.integers(0, len(neg), size=(n_boot, len(neg)))]
-    greater = (p[:, :, None] > n[:, None, :]).mean(axis=(1, 2))
-    ties = (p[:, :, None] == n[:, None, :]).mean(axis=(1, 2))
-    lo, hi = np.percentile(greater + 0.5 * ties, [2.5, 97.5])
-    return float(lo), float(hi)
+    onset: int
+    length: int
 
 
-def run_summary(metrics: pd.DataFrame, onset: int, names: list[str]) -> dict[str, float]:
-    """A run's summary for the AUROC: the median of each metric from the onset on."""
-    post = signatures.post_onset(metrics, onset)
+def completed_after(metrics: pd.DataFrame, onset: int) -> int:
+    """How many complete updates a run has from ``onset`` on (a diverged update is partial)."""
+    return len(signatures.usable(signatures.post_onset(metrics, onset)))
+
+
+def cell_windows(cell: Cell, rs: RunSet) -> dict[str, Window]:
+    """Each run's window: a faulty run's own; its twin's and same-seed controls' the same."""
+    own = {}
+    for rid in cell.faulty:
+        onset = int(rs.runs.set_index("run_id").at[rid, "onset"])
+        own[rid] = Window(onset, completed_after(rs.metrics[rid], onset))
+    by_seed = {rs.metas[r]["seed"]: w for r, w in own.items()}
+    fallback = Window(int(np.median([w.onset for w in own.values()])),
+                      int(np.median([w.length for w in own.values()])))
+    windows = dict(own)
+    for rid in cell.healthy + cell.controls:
+        windows[rid] = by_seed.get(rs.metas[rid]["seed"], fallback)
+    return windows
+
+
+def window_rows(metrics: pd.DataFrame, window: Window) -> pd.DataFrame:
+    """The window's rows, plus a diverged run's partial row right after it (read only by the
+    non-finite signatures)."""
+    rows = metrics[metrics["update"] >= window.onset]
+    usable = signatures.usable(rows).iloc[: window.length]
+    partial = rows[(rows["nonfinite"] == 1)].iloc[:1]
+    if len(partial) and (usable.empty or int(partial["update"].iloc[0]) > int(usable["update"].iloc[-1])):
+        if int(partial["update"].iloc[0]) <= window.onset + window.length:
+            return pd.concat([usable, partial])
+    return usable
+
+
+# ---- per-cell evaluation ------------------------------------------------------------------
+
+def signature_results(cell: Cell, rs: RunSet, windows: dict[str, Window],
+                      frames: Callable[[str], pd.DataFrame]) -> dict[str, dict[str, Result]]:
+    """Every signature's statistic on every run of the cell, over its window (default thresholds)."""
+    out = {}
+    for rid in cell.faulty + cell.healthy + cell.controls:
+        rows = window_rows(frames(rid), windows[rid])
+        meta = rs.metas[rid]
+        out[rid] = {name: (Result(False, "empty window", evaluable=False) if rows.empty
+                           else sig.check(rows, meta)) for name, sig in signatures.SIGNATURES.items()}
+    return out
+
+
+def calibrate(name: str, healthy_values: list[float]) -> float:
+    """A scale signature's threshold: its default (the folk rule), moved out to the edge of the
+    healthy calibration runs where they cross it, so it never fires on one of them. It is never
+    moved inwards: a signature keeps its meaning (kl_explodes stays "KL at least as large as the
+    folk rule says"), calibration only makes it stricter where healthy runs need it."""
+    sig = signatures.SIGNATURES[name]
+    values = [v for v in healthy_values if math.isfinite(v)]
+    if not sig.calibrated or not values:
+        return sig.threshold
+    if sig.direction in ("above", "at_least"):
+        return max(sig.threshold, max(values))
+    return min(sig.threshold, min(values))
+
+
+def _count(results: dict[str, dict[str, Result]], ids: list[str], name: str, threshold: float
+           ) -> tuple[int, int]:
+    """(fired, evaluable) among ``ids``."""
+    fired = evaluable = 0
+    direction = DIRECTIONS[signatures.SIGNATURES[name].direction]
+    for rid in ids:
+        res = results[rid][name]
+        if res.evaluable:
+            evaluable += 1
+            fired += bool(direction(res.value, threshold))
+    return fired, evaluable
+
+
+def _rate(k: int, n: int) -> float:
+    return k / n if n else math.nan
+
+
+def separates(rf: float, rh: float, rc: float, n_f: int, n_h: int, n_c: int) -> bool:
+    return (n_f >= MIN_RUNS and n_h >= MIN_RUNS and rf >= SEPARATES[0] and rh <= SEPARATES[1]
+            and (n_c < MIN_RUNS or rc <= SEPARATES[1]))
+
+
+def verdict(cal: dict[str, Any], heldout_p: float) -> str:
+    if cal["n_faulty"] < MIN_RUNS or cal["n_healthy"] < MIN_RUNS:
+        return "no data"
+    if cal["separates"]:
+        return "confirmed" if heldout_p < ALPHA else "calibration only (not confirmed on held-out seeds)"
+    if cal["rate_faulty"] >= SEPARATES[0] and cal["n_control"] >= MIN_RUNS and cal["rate_control"] > SEPARATES[1]:
+        return "not specific (fires on the look-alike controls)"
+    if cal["rate_faulty"] >= SEPARATES[0] and cal["rate_healthy"] > SEPARATES[1]:
+        return "not specific (fires on healthy runs)"
+    return "refuted" if cal["rate_faulty"] < 0.5 else "partly (fires on 50-80% of faulty seeds)"
+
+
+def run_summary(rows: pd.DataFrame, names: list[str]) -> dict[str, float]:
+    """A run's summary per metric: its median over the window's complete updates."""
+    rows = signatures.usable(rows)
     out = {}
     for name in names:
-        col = post[name].dropna()
+        col = rows[name].replace([np.inf, -np.inf], np.nan).dropna() if name in rows else pd.Series(dtype=float)
         out[name] = float(col.median()) if len(col) else math.nan
     return out
 
 
-def verdict(rate_faulty: float, rate_healthy: float) -> str:
-    if math.isnan(rate_faulty):
-        return "no data"
-    if rate_faulty >= SEPARATES[0] and not rate_healthy > SEPARATES[1]:
-        return "confirmed"
-    if rate_faulty < 0.5:
-        return "refuted"
-    if rate_healthy > SEPARATES[1]:
-        return "not specific (fires on healthy runs too)"
-    return "partly (fires on 50-80% of faulty seeds)"
+def _split_ids(ids: list[str], rs: RunSet, split: str) -> list[str]:
+    return [r for r in ids if split_of(rs.metas[r]["seed"]) == split]
 
 
-# ---- the catalogue ---------------------------------------------------------------------
-
-def _rate(fired: dict[str, dict[str, bool]], run_ids: list[str], name: str) -> float:
-    return float(np.mean([fired[r][name] for r in run_ids])) if run_ids else math.nan
-
-
-def cell_rows(cell: Cell, rs: RunSet, n_boot: int, rng: np.random.Generator) -> list[dict[str, Any]]:
-    onset = int(cell.info["onset"])
-    fired = {}
-    for rid in cell.faulty + cell.healthy + cell.controls:
-        results = signatures.evaluate(rs.metrics[rid], rs.metas[rid], onset)
-        fired[rid] = {name: res.fired for name, res in results.items()}
-    statuses = [rs.metas[r]["status"] for r in cell.faulty]
+def cell_rows(cell: Cell, rs: RunSet, rng: np.random.Generator, n_mc: int,
+              frames: Callable[[str], pd.DataFrame] | None = None) -> list[dict[str, Any]]:
+    frames = frames or (lambda rid: rs.metrics[rid])
+    windows = cell_windows(cell, rs)
+    results = signature_results(cell, rs, windows, frames)
     fault_cls = FAULTS.get(cell.info["fault"])
     expected = list(fault_cls.expected) if fault_cls else []
+    groups = {"faulty": cell.faulty, "healthy": cell.healthy, "control": cell.controls}
+    split = {s: {g: _split_ids(ids, rs, s) for g, ids in groups.items()} for s in SPLITS}
 
-    sig_rows = []
-    recorded = applicable(cell.info["algo"])
+    # ---- signatures: thresholds and verdicts on the calibration half, rates on the held-out half
+    sig_rows, evidence = [], []
     for name, sig in signatures.SIGNATURES.items():
-        if sig.metric not in recorded:       # e.g. value_to_zero on GRPO, which has no critic
-            sig_rows.append({"kind": "signature", "name": name, "expected": name in expected,
-                             "rate_faulty": math.nan, "rate_healthy": math.nan, "rate_control": math.nan,
-                             "verdict": f"n/a ({sig.metric} is not recorded for {cell.info['algo']})"
-                             if name in expected else None})
-            continue
-        rf, rh, rc = (_rate(fired, ids, name) for ids in (cell.faulty, cell.healthy, cell.controls))
-        sig_rows.append({"kind": "signature", "name": name, "expected": name in expected,
-                         "rate_faulty": rf, "rate_healthy": rh, "rate_control": rc,
-                         "verdict": verdict(rf, rh) if name in expected else None})
+        threshold = calibrate(name, [results[r][name].value for r in split["calibration"]["healthy"]
+                                     if results[r][name].evaluable])
+        row: dict[str, Any] = {"kind": "signature", "name": name, "expected": name in expected,
+                               "calibrated": sig.calibrated, "threshold": threshold,
+                               "default_threshold": sig.threshold, "direction": sig.direction}
+        for s in SPLITS:
+            for g, ids in split[s].items():
+                k, n = _count(results, ids, name, threshold)
+                row[f"{s}_k_{g}"], row[f"{s}_n_{g}"] = k, n
+        cal = {"rate_faulty": _rate(row["calibration_k_faulty"], row["calibration_n_faulty"]),
+               "rate_healthy": _rate(row["calibration_k_healthy"], row["calibration_n_healthy"]),
+               "rate_control": _rate(row["calibration_k_control"], row["calibration_n_control"]),
+               "n_faulty": row["calibration_n_faulty"], "n_healthy": row["calibration_n_healthy"],
+               "n_control": row["calibration_n_control"]}
+        cal["separates"] = separates(cal["rate_faulty"], cal["rate_healthy"], cal["rate_control"],
+                                     cal["n_faulty"], cal["n_healthy"], cal["n_control"])
+        for g in groups:
+            k, n = row[f"held-out_k_{g}"], row[f"held-out_n_{g}"]
+            row[f"rate_{g}"] = _rate(k, n)
+            row[f"ci_low_{g}"], row[f"ci_high_{g}"] = stats.wilson(k, n)
+            row[f"cal_rate_{g}"] = cal[f"rate_{g}"]
+        row["separates_calibration"] = cal["separates"]
+        row["heldout_p"] = stats.fisher_greater(row["held-out_k_faulty"], row["held-out_n_faulty"],
+                                                row["held-out_k_healthy"], row["held-out_n_healthy"])
+        if cal["separates"]:
+            evidence.append((name, row["heldout_p"]))
+        row["verdict"] = verdict(cal, row["heldout_p"]) if name in expected else None
+        sig_rows.append(row)
 
-    names = list(applicable(cell.info["algo"]))
-    summaries = {rid: run_summary(rs.metrics[rid], onset, names) for rid in cell.faulty + cell.healthy}
+    # ---- metrics: AUROC over all seeds (paired permutation p, Holm over the cell's metrics),
+    # selection on the calibration half, one test each on the held-out half
+    names = [m for m in applicable(cell.info["algo"]) if m not in ("nonfinite",)]
+    summaries = {rid: run_summary(window_rows(frames(rid), windows[rid]), names)
+                 for rid in cell.faulty + cell.healthy}
     metric_rows = []
+    twin = {rs.metas[h]["seed"]: h for h in cell.healthy}
     for name in names:
+        pairs = [(summaries[f][name], summaries[twin[rs.metas[f]["seed"]]][name]) for f in cell.faulty
+                 if rs.metas[f]["seed"] in twin]
+        pairs = [(a, b) for a, b in pairs if math.isfinite(a) and math.isfinite(b)]
         pos = np.array([summaries[r][name] for r in cell.faulty])
         neg = np.array([summaries[r][name] for r in cell.healthy])
-        pos, neg = pos[~np.isnan(pos)], neg[~np.isnan(neg)]
-        a = auroc(pos, neg)
-        direction = "higher" if not a < 0.5 else "lower"
-        lo, hi = bootstrap_auroc(pos if direction == "higher" else -pos,
-                                 neg if direction == "higher" else -neg, n_boot, rng)
-        metric_rows.append({"kind": "metric", "name": name, "expected": False,
-                            "auroc": a if direction == "higher" else 1 - a, "direction": direction,
-                            "auroc_ci_low": lo, "auroc_ci_high": hi,
-                            "faulty_median": float(np.median(pos)) if len(pos) else math.nan,
-                            "healthy_median": float(np.median(neg)) if len(neg) else math.nan,
+        pos, neg = pos[np.isfinite(pos)], neg[np.isfinite(neg)]
+        if len(pos) < 2 or len(neg) < 2 or np.ptp(np.concatenate([pos, neg])) == 0:
+            continue         # not recorded, not finite, or constant: nothing to test
+        a = stats.auroc(pos, neg)
+        paired = len(pairs) == len(pos) == len(neg)
+        p = stats.auroc_pvalue(*(np.array(list(zip(*pairs))) if paired else (pos, neg)), paired=paired,
+                               rng=rng, n_mc=n_mc)
+        cal_pos = np.array([summaries[r][name] for r in split["calibration"]["faulty"]])
+        cal_neg = np.array([summaries[r][name] for r in split["calibration"]["healthy"]])
+        cal_auroc = stats.auroc(cal_pos[np.isfinite(cal_pos)], cal_neg[np.isfinite(cal_neg)])
+        metric_rows.append({"kind": "metric", "name": name, "expected": False, "auroc": a,
+                            "direction": "higher" if a >= 0.5 else "lower", "p_value": p, "paired": paired,
+                            "cal_auroc": cal_auroc,
+                            "faulty_median": float(np.median(pos)), "healthy_median": float(np.median(neg)),
                             "n_faulty_finite": len(pos), "n_healthy_finite": len(neg)})
+    for row, adj in zip(metric_rows, stats.holm([r["p_value"] for r in metric_rows])):
+        row["p_holm"] = adj
+        row["separates_all_seeds"] = bool(adj < ALPHA)
+    selected = sorted((r for r in metric_rows if math.isfinite(r["cal_auroc"])
+                       and abs(r["cal_auroc"] - 0.5) >= SELECT_AUROC - 0.5), key=lambda r: -abs(r["cal_auroc"] - 0.5))
+    for row in selected[:MAX_METRICS]:
+        pos = np.array([summaries[r][row["name"]] for r in split["held-out"]["faulty"]])
+        neg = np.array([summaries[r][row["name"]] for r in split["held-out"]["healthy"]])
+        pos, neg = pos[np.isfinite(pos)], neg[np.isfinite(neg)]
+        sign = 1 if row["cal_auroc"] >= 0.5 else -1
+        row["heldout_auroc"] = stats.auroc(pos, neg)
+        row["heldout_p"] = one_sided_perm_p(sign * pos, sign * neg, rng, n_mc)
+        evidence.append((f"{row['name']} (AUROC)", row["heldout_p"]))
 
-    separating_sigs = [r["name"] for r in sig_rows
-                       if r["rate_faulty"] >= SEPARATES[0] and not r["rate_healthy"] > SEPARATES[1]
-                       and not math.isnan(r["rate_healthy"])]
-    separating_metrics = [r["name"] for r in sorted(metric_rows, key=lambda r: -r["auroc"])
-                          if r["auroc"] >= AUROC_MANIFEST and r["auroc_ci_low"] >= 0.8
-                          and r["n_faulty_finite"] >= MIN_SEEDS and r["n_healthy_finite"] >= MIN_SEEDS]
-    summary = {
-        **{k: cell.info[k] for k in ("fault", "fault_params", "onset", "algo", "algo_variant", "env",
-                                     "backend")},  # + the rest of SUMMARY_COLUMNS
-        "cell": cell.label, "base": cell.info["base"],
-        "n_faulty": len(cell.faulty), "n_healthy": len(cell.healthy), "n_control": len(cell.controls),
-        "n_diverged": statuses.count("diverged"), "n_crashed": statuses.count("crashed"),
-        "manifested": bool(cell.healthy) and bool(separating_sigs or separating_metrics),
-        "manifested_by": ", ".join(separating_sigs + [f"{m} (AUROC)" for m in separating_metrics[:SHOWN]]
-                                   + ([f"+{len(separating_metrics) - SHOWN} metrics"]
-                                      if len(separating_metrics) > SHOWN else [])),
-    }
+    adjusted = stats.holm([p for _, p in evidence])
+    revealed = [item for (item, _), adj in zip(evidence, adjusted) if adj < ALPHA]
+    summary = cell_summary(cell, rs, windows, revealed, evidence)
     return [{**summary, **row} for row in sig_rows + metric_rows]
 
 
-SUMMARY_COLUMNS = ("fault", "fault_params", "onset", "algo", "algo_variant", "env", "backend", "cell", "base",
-                   "n_faulty", "n_healthy", "n_control", "n_diverged", "n_crashed", "manifested", "manifested_by")
+def one_sided_perm_p(pos: np.ndarray, neg: np.ndarray, rng: np.random.Generator, n_mc: int) -> float:
+    """P(AUROC >= observed) under exchanging faulty and healthy labels (unpaired)."""
+    if len(pos) < 2 or len(neg) < 2:
+        return math.nan
+    observed = stats.auroc(pos, neg)
+    values = np.concatenate([pos, neg])
+    n = len(values)
+    if math.comb(n, len(pos)) <= stats.EXACT_LIMIT:
+        import itertools
+
+        labels = np.zeros((math.comb(n, len(pos)), n), dtype=bool)
+        for i, chosen in enumerate(itertools.combinations(range(n), len(pos))):
+            labels[i, list(chosen)] = True
+        null = stats._auroc_batch(values, labels)
+        return float((null >= observed - 1e-12).mean())
+    labels = np.argsort(rng.random((n_mc, n)), axis=1) < len(pos)
+    null = stats._auroc_batch(values, labels)
+    return float(((null >= observed - 1e-12).sum() + 1) / (n_mc + 1))
 
 
-def build(rs: RunSet, n_boot: int = 1000, seed: int = 0, detectors: bool = True) -> pd.DataFrame:
+def cell_summary(cell: Cell, rs: RunSet, windows: dict[str, Window], revealed: list[str],
+                 evidence: list[tuple[str, float]]) -> dict[str, Any]:
+    statuses = [rs.metas[r]["status"] for r in cell.faulty]
+    diverged_updates = [windows[r].length for r in cell.faulty if rs.metas[r]["status"] == "diverged"]
+    progress = PROGRESS[cell.info["algo"]]
+
+    def final(rid: str) -> float:
+        rows = signatures.usable(window_rows(rs.metrics[rid], windows[rid]))[progress].dropna()
+        return float(rows.iloc[-5:].mean()) if len(rows) else math.nan
+
+    faulty_final = np.nanmedian([final(r) for r in cell.faulty]) if cell.faulty else math.nan
+    healthy_final = np.nanmedian([final(r) for r in cell.healthy]) if cell.healthy else math.nan
+    onsets = sorted({windows[r].onset for r in cell.faulty})
+    return {
+        **{k: cell.info[k] for k in ("fault", "fault_params", "onset_kind", "algo", "algo_variant", "env",
+                                     "backend")},
+        "cell": cell.label, "setup": cell.setup, "base": cell.info["base"],
+        "onsets": ", ".join(map(str, onsets)),
+        "n_faulty": len(cell.faulty), "n_healthy": len(cell.healthy), "n_control": len(cell.controls),
+        "n_diverged": statuses.count("diverged"), "n_crashed": statuses.count("crashed"),
+        "diverged_updates": ", ".join(map(str, diverged_updates)),
+        "n_evidence": len(evidence),
+        "manifested": bool(revealed), "manifested_by": ", ".join(revealed),
+        "progress_metric": progress, "progress_faulty": float(faulty_final), "progress_healthy": float(healthy_final),
+        "fault_form": rs.metas[cell.faulty[0]].get("fault_form"), "fault_kind": rs.metas[cell.faulty[0]].get("fault_kind"),
+    }
+
+
+SUMMARY_COLUMNS = ("fault", "fault_params", "onset_kind", "algo", "algo_variant", "env", "backend", "cell", "setup",
+                   "base", "onsets", "n_faulty", "n_healthy", "n_control", "n_diverged", "n_crashed",
+                   "diverged_updates", "n_evidence", "manifested", "manifested_by", "progress_metric",
+                   "progress_faulty", "progress_healthy", "fault_form", "fault_kind")
+
+
+def build(rs: RunSet, n_mc: int = 20000, seed: int = 0, detectors: bool = True,
+          frames: Callable[[str], pd.DataFrame] | None = None, catalogue_dir: Path | None = None) -> pd.DataFrame:
     rng = np.random.default_rng(seed)
-    cat = pd.DataFrame([row for cell in rs.cells() for row in cell_rows(cell, rs, n_boot, rng)])
+    cat = pd.DataFrame([row for cell in rs.cells() for row in cell_rows(cell, rs, rng, n_mc, frames)])
     if detectors and not cat.empty:
-        cat = pd.concat([cat, detector_rows(rs, cat)], ignore_index=True)
+        cat = pd.concat([cat, detector_rows(rs, cat, catalogue_dir)], ignore_index=True)
     return cat
 
 
-def detector_rows(rs: RunSet, cat: pd.DataFrame) -> pd.DataFrame:
-    """Each reference detector's recall, correct-cause rate and false-alarm rates per cell, so
-    the rules of thumb are measured next to the signatures."""
+def reference_detectors(catalogue_dir: Path | None) -> dict[str, Any]:
+    """The reference detectors to score; ``learned`` when a diagnosis model has been fitted."""
+    out = {}
+    for name, target in REFERENCE.items():
+        if name == "learned":
+            try:
+                out[name] = locate(target)(catalogue=str(catalogue_dir)) if catalogue_dir else None
+            except ConfigError:
+                out[name] = None
+        else:
+            out[name] = locate(target)()
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def detector_rows(rs: RunSet, cat: pd.DataFrame, catalogue_dir: Path | None = None) -> pd.DataFrame:
+    """Each reference detector's scores per cell: recall, right cause, false alarms on healthy
+    runs and controls, alarms before the onset, and delays (to the first alarm and to the first
+    alarm that names the fault), so the rules of thumb are measured next to the signatures."""
     from harness.analysis import dataset
     from harness.detection.scoring import evaluate
 
     runs = dataset.runs_table(rs)
+    runs = runs[runs["origin"] == "catalogue"]
     data = dataset.data_table(rs, runs)
     cells = {c.label: c for c in rs.cells()}
     rows = []
-    for name, target in REFERENCE.items():
-        out = evaluate(locate(target)(), (data, runs), name=name).runs.set_index("run_id")
+    for name, detector in reference_detectors(catalogue_dir).items():
+        out = evaluate(detector, (data, runs), name=name).runs.set_index("run_id")
         for label, cell in cells.items():
             faulty, healthy, controls = (out.loc[ids] for ids in (cell.faulty, cell.healthy, cell.controls))
             rows.append({"cell": label, "kind": "detector", "name": name,
                          "recall": signatures.share(faulty["alarmed_after_onset"]),
                          "correct_cause": signatures.share(faulty["named_fault"] == cell.info["fault"]),
+                         "before_onset": signatures.share(faulty["alarmed_before_onset"]),
+                         "delay_median": float(faulty["delay"].dropna().median()),
+                         "delay_right_median": float(faulty["delay_right"].dropna().median()),
                          "false_alarm_healthy": signatures.share(healthy["alarmed"]),
                          "false_alarm_control": signatures.share(controls["alarmed"])})
     summary = cat.drop_duplicates("cell")[list(SUMMARY_COLUMNS)].set_index("cell")
@@ -212,46 +404,62 @@ def detector_rows(rs: RunSet, cat: pd.DataFrame) -> pd.DataFrame:
 
 
 def backend_agreement(cat: pd.DataFrame) -> pd.DataFrame:
-    """For faults run on more than one backend (same algorithm, env, parameters and onset): each
-    signature's firing rates side by side, and whether the backends disagree (the rate differs
-    by >= 0.5, or the signature separates the fault from healthy runs on one backend only)."""
+    """For faults run on more than one backend (same algorithm, env, parameters and onset kind):
+    each signature's held-out firing rates side by side, and whether the backends disagree (the
+    rate differs by >= 0.5, or the signature separates the fault on one backend only)."""
     sigs = cat[cat["kind"] == "signature"]
-    keys = ["fault", "fault_params", "onset", "algo", "algo_variant", "env"]
+    keys = ["fault", "fault_params", "onset_kind", "algo", "algo_variant", "env"]
     rows = []
     for key, group in sigs.groupby(keys):
         backends = sorted(group["backend"].unique())
         if len(backends) < 2:
             continue
-        rates = group.set_index(["name", "backend"])[["rate_faulty", "rate_healthy"]]
+        rates = group.set_index(["name", "backend"])
         for name in group["name"].unique():
             row = {**dict(zip(keys, key)), "signature": name,
                    "expected": bool(group[group["name"] == name]["expected"].iloc[0])}
-            separates = {}
+            sep = {}
             for b in backends:
-                rf, rh = rates.loc[(name, b), "rate_faulty"], rates.loc[(name, b), "rate_healthy"]
-                row[f"rate_faulty_{b}"], row[f"rate_healthy_{b}"] = rf, rh
-                separates[b] = rf >= SEPARATES[0] and rh <= SEPARATES[1]
-            faulty_rates = [row[f"rate_faulty_{b}"] for b in backends]
-            row["disagree"] = bool(max(faulty_rates) - min(faulty_rates) >= 0.5 or len(set(separates.values())) > 1)
+                r = rates.loc[(name, b)]
+                row[f"rate_faulty_{b}"], row[f"rate_healthy_{b}"] = r["rate_faulty"], r["rate_healthy"]
+                sep[b] = bool(r["separates_calibration"])
+            faulty_rates = [row[f"rate_faulty_{b}"] for b in backends if not math.isnan(row[f"rate_faulty_{b}"])]
+            spread = max(faulty_rates) - min(faulty_rates) if faulty_rates else 0.0
+            row["disagree"] = bool(spread >= 0.5 or len(set(sep.values())) > 1)
             rows.append(row)
     return pd.DataFrame(rows)
 
 
 def healthy_baselines(rs: RunSet) -> pd.DataFrame:
-    """How often each signature fires on healthy runs and on controls, per setup (from update 0)."""
-    healthy = rs.runs[rs.runs["fault"] == "none"]
+    """How often each signature fires, at its default threshold, on healthy runs and controls per
+    setup, from update 0 over the whole run (descriptive: what a rule of thumb does on healthy runs)."""
+    healthy = rs.runs[(rs.runs["fault"] == "none") & (rs.runs["origin"] == "catalogue")]
     rows = []
     for (algo, variant, env, backend, control), group in healthy.groupby(
             ["algo", "algo_variant", "env", "backend", "is_control"]):
         fired = [signatures.fired(rs.metrics[r], rs.metas[r], 0) for r in group["run_id"]]
         for name in signatures.SIGNATURES:
+            k = sum(name in f for f in fired)
+            lo, hi = stats.wilson(k, len(group))
             rows.append({"algo": algo, "algo_variant": variant, "env": env, "backend": backend,
                          "is_control": control, "signature": name, "n_runs": len(group),
-                         "rate": float(np.mean([name in f for f in fired]))})
+                         "rate": k / len(group), "ci_low": lo, "ci_high": hi})
     return pd.DataFrame(rows)
 
 
 # ---- the report ------------------------------------------------------------------------
+
+def _ci(rate: float, lo: float, hi: float) -> str:
+    return "-" if math.isnan(rate) else f"{pct(rate)} [{pct(lo)}, {pct(hi)}]"
+
+
+def _change(c: pd.Series) -> str:
+    f, h = c["progress_faulty"], c["progress_healthy"]
+    if not (math.isfinite(f) and math.isfinite(h)):
+        return "-"
+    rel = f"{(f - h) / abs(h):+.0%}" if h else ""
+    return f"{num(f)} vs {num(h)} ({rel})" if rel else f"{num(f)} vs {num(h)}"
+
 
 def agreement_markdown(agree: pd.DataFrame) -> list[str]:
     if agree.empty:
@@ -259,13 +467,13 @@ def agreement_markdown(agree: pd.DataFrame) -> list[str]:
     rate_cols = sorted(c for c in agree.columns if c.startswith("rate_faulty_"))
     backends = [c.removeprefix("rate_faulty_") for c in rate_cols]
     out = ["## Across implementations", "",
-           "Faults run on several backends (the native PPO and stable-baselines3's): each signature that "
-           "fires on either, firing rate on faulty seeds (healthy seeds in brackets). **Disagreements** "
-           "(rates differ by >= 50 points, or the signature separates the fault on one backend only) "
-           "are marked.", ""]
+           "Faults run on several backends: each signature that fires on either, held-out firing rate on "
+           "faulty seeds (healthy seeds in brackets). **Disagreements** (rates differ by >= 50 points, or "
+           "the signature separates the fault on one backend only) are marked.", ""]
     shown = agree[(agree[rate_cols].fillna(0) > 0).any(axis=1) | agree["expected"]]
-    out += table(["fault", "setup", "signature", *backends, ""], [
-        [r["fault"], f"{r['algo']}/{r['env']}", f"{r['signature']} (expected)" if r["expected"] else r["signature"],
+    out += table(["fault", "setup", "onset", "signature", *backends, ""], [
+        [r["fault"], f"{r['algo']}/{r['env']}", r["onset_kind"],
+         f"{r['signature']} (expected)" if r["expected"] else r["signature"],
          *[f"{pct(r[f'rate_faulty_{b}'])} ({pct(r[f'rate_healthy_{b}'])})" for b in backends],
          "**disagree**" if r["disagree"] else ""] for _, r in shown.iterrows()])
     n = int(agree["disagree"].sum())
@@ -273,68 +481,104 @@ def agreement_markdown(agree: pd.DataFrame) -> list[str]:
     return out
 
 
-def markdown(cat: pd.DataFrame, baselines: pd.DataFrame, plots: dict[str, str], results_dir: str) -> str:
+PROTOCOL = """Protocol: every faulty run is read from its onset over the updates it completed; its healthy
+twin (same seed, same config) and the look-alike controls are read over the same updates, so a
+diverged run is never compared with a longer healthy one. **Even seeds calibrate, odd seeds are held
+out**: on the calibration half each scale signature's threshold is moved out from its default (the
+folk rule) to the edge of the healthy runs where they cross it, and the verdicts are decided (a
+signature separates when it fires on >= 80% of faulty and <= 20% of healthy and control runs); the rates shown are the held-out ones with Wilson 95%
+intervals. A fault *manifested* when evidence selected on the calibration half (separating
+signatures, and up to 3 metrics with calibration AUROC >= 0.9 or <= 0.1) is significant on the
+held-out half (Fisher exact / exact permutation test, one-sided, Holm-corrected over the items
+tested, alpha 0.05). Metric AUROCs use all seeds, with a permutation p-value that exchanges labels
+within twin pairs, Holm-corrected over the metrics of the cell."""
+
+
+def markdown(cat: pd.DataFrame, baselines: pd.DataFrame, plots: dict[str, str], results_dir: str,
+             views: pd.DataFrame | None = None, model_scores: pd.DataFrame | None = None) -> str:
     out = ["# Fault catalogue", "",
-           "Which training bug leaves which metric signature, measured over seeds against healthy "
-           "twins and healthy look-alike controls. Regenerate with (the sweep skips stored runs):", "",
+           "Which training bug leaves which metric signature, measured over seeds against healthy twins "
+           "and healthy look-alike controls. Regenerate with (the sweep skips stored runs):", "",
            "```", f"python -m harness -m +sweep=catalogue results_dir={results_dir}",
-           f"python -m harness.catalogue results_dir={results_dir}", "```", "",
-           "Rates are the share of seeds on which a signature fired after the fault's onset; AUROC "
-           "is how well the per-run median of a metric after onset separates faulty from healthy "
-           f"seeds (1 = perfectly), with a 95% bootstrap interval over seeds. A fault *manifested* "
-           f"when a signature fires on >= {SEPARATES[0]:.0%} of faulty and <= {SEPARATES[1]:.0%} of "
-           f"healthy seeds, or a metric reaches AUROC >= {AUROC_MANIFEST} with the interval's lower "
-           f"bound >= 0.8 (on >= {MIN_SEEDS} seeds a side).", ""]
+           f"python -m harness.catalogue results_dir={results_dir}", "```", "", PROTOCOL, ""]
     if "heatmap" in plots:
         out += [f"![faults x signatures]({plots['heatmap']})", ""]
-    cells = cat.drop_duplicates("cell")
+    sig_cat = cat[cat["kind"].isin(["signature", "metric"])]
+    cells = sig_cat.drop_duplicates("cell")
     out += ["## Summary", ""]
-    out += table(["fault", "setup", "seeds", "diverged", "crashed", "manifested", "revealed by"], [
-        [*c["cell"].split(" | "), c["n_faulty"], c["n_diverged"], c["n_crashed"],
-         "yes" if c["manifested"] else "**no**", c["manifested_by"] or "-"] for _, c in cells.iterrows()])
-    out.append("")
+    out += table(["fault", "setup", "onset", "seeds", "diverged (updates completed)", "manifested (held-out)",
+                  "revealed by", "progress: faulty vs healthy"], [
+        [c["fault"] + ("".join(f" {k}={v}" for k, v in json.loads(c["fault_params"]).items())),
+         c["setup"], "0" if c["onset_kind"] == "0" else f"mid ({c['onsets']})", c["n_faulty"],
+         f"{c['n_diverged']} ({c['diverged_updates']})" if c["n_diverged"] else "0",
+         "yes" if c["manifested"] else "**no**", c["manifested_by"] or "-", _change(c)]
+        for _, c in cells.iterrows()])
+    quiet = cells[~cells["manifested"]]
+    out += ["", "### Faults that left no trace", ""]
+    if quiet.empty:
+        out += ["Every fault cell manifested on its held-out seeds.", ""]
+    else:
+        out += ["No calibration-selected evidence survived on the held-out seeds for these cells (a result, "
+                "not hidden): a monitor reading these metrics cannot tell them from healthy runs here.", ""]
+        out += [f"- `{c['cell']}`: {c['progress_metric']} {_change(c)}; "
+                f"{c['n_evidence']} item(s) selected on calibration" for _, c in quiet.iterrows()]
+        out.append("")
+    if views is not None and not views.empty:
+        out += view_markdown(views)
+    if model_scores is not None:
+        out += model_markdown(model_scores)
 
     for _, c in cells.iterrows():
         rows = cat[cat["cell"] == c["cell"]]
         sigs = rows[rows["kind"] == "signature"]
-        mets = rows[rows["kind"] == "metric"].sort_values(["auroc", "auroc_ci_low"], ascending=False)
+        mets = rows[rows["kind"] == "metric"].sort_values("p_value")
         cls = FAULTS.get(c["fault"])
         out += [f"## {c['cell']}", ""]
         if cls is not None:
-            out += [f"- **Injected**: {cls.description}", f"- **Acts on**: {cls.acts_on}",
-                    f"- **Provenance**: {cls.provenance}"]
-        out += [f"- **Runs**: {c['n_faulty']} faulty seeds ({c['n_diverged']} diverged, {c['n_crashed']} "
-                f"crashed), {c['n_healthy']} healthy, {c['n_control']} look-alike controls; onset update "
-                f"{c['onset']}",
-                f"- **Manifested**: {'yes, revealed by ' + c['manifested_by'] if c['manifested'] else 'no: no signature or metric separates it from healthy runs'}",
-                ""]
+            out += [f"- **Injected**: {cls.description}", f"- **Form**: {c['fault_form']}"
+                    + (" (telemetry only: training is healthy, a logged metric is wrong)"
+                       if c["fault_kind"] == "telemetry" else ""),
+                    f"- **Acts on**: {cls.acts_on}", f"- **Provenance**: {cls.provenance}"]
+        out += [f"- **Runs**: {c['n_faulty']} faulty seeds ({c['n_diverged']} diverged"
+                + (f", completing {c['diverged_updates']} updates after onset" if c["n_diverged"] else "")
+                + f", {c['n_crashed']} crashed), {c['n_healthy']} healthy, {c['n_control']} look-alike controls; "
+                f"onset update {c['onsets']}",
+                f"- **Manifested** (held-out): {'yes, revealed by ' + c['manifested_by'] if c['manifested'] else 'no'}",
+                f"- **{c['progress_metric']}** over the last 5 updates: {_change(c)}", ""]
         exp = sigs[sigs["expected"]]
         if len(exp):
-            out += ["Expected signature (a hypothesis; the data decide):", ""]
-            out += table(["signature", "faulty", "healthy", "controls", "verdict"], [
-                [r["name"], pct(r["rate_faulty"]), pct(r["rate_healthy"]), pct(r["rate_control"]), r["verdict"]]
+            out += ["Expected signature (a hypothesis; decided on calibration seeds, rates on held-out seeds):", ""]
+            out += table(["signature", "threshold", "faulty", "healthy", "controls", "verdict"], [
+                [r["name"], num(r["threshold"]), _ci(r["rate_faulty"], r["ci_low_faulty"], r["ci_high_faulty"]),
+                 _ci(r["rate_healthy"], r["ci_low_healthy"], r["ci_high_healthy"]),
+                 _ci(r["rate_control"], r["ci_low_control"], r["ci_high_control"]), r["verdict"]]
                 for _, r in exp.iterrows()])
             out.append("")
-        best = sigs[(sigs["rate_faulty"] > 0) | (sigs["rate_healthy"] > 0)].assign(
-            gap=lambda d: d["rate_faulty"] - d["rate_healthy"].fillna(0)).sort_values("gap", ascending=False)
-        if len(best):
-            out += ["Signatures that fired:", ""]
-            out += table(["signature", "faulty", "healthy", "controls"], [
-                [r["name"], pct(r["rate_faulty"]), pct(r["rate_healthy"]), pct(r["rate_control"])]
-                for _, r in best.iterrows()])
+        fired = sigs[(sigs["rate_faulty"].fillna(0) > 0) | (sigs["rate_healthy"].fillna(0) > 0)
+                     | sigs["separates_calibration"]]
+        fired = fired.assign(gap=fired["rate_faulty"].fillna(0) - fired["rate_healthy"].fillna(0)).sort_values(
+            "gap", ascending=False)
+        if len(fired):
+            out += ["Signatures that fired (held-out rates; separates = on the calibration half):", ""]
+            out += table(["signature", "threshold", "faulty", "healthy", "controls", "separates"], [
+                [r["name"], num(r["threshold"]), pct(r["rate_faulty"]), pct(r["rate_healthy"]),
+                 pct(r["rate_control"]), "yes" if r["separates_calibration"] else ""] for _, r in fired.iterrows()])
             out.append("")
         top = mets.head(6)
         if len(top):
-            out += ["Metrics that separate it best (median after onset):", ""]
-            out += table(["metric", "AUROC [95% CI]", "faulty is", "faulty median", "healthy median"], [
-                [r["name"], f"{num(r['auroc'])} [{num(r['auroc_ci_low'])}, {num(r['auroc_ci_high'])}]",
-                 r["direction"], num(r["faulty_median"]), num(r["healthy_median"])] for _, r in top.iterrows()])
+            out += ["Metrics that separate it best (median over the window, all seeds):", ""]
+            out += table(["metric", "AUROC", "faulty is", "p (perm.)", "p (Holm)", "faulty median",
+                          "healthy median"], [
+                [r["name"], num(r["auroc"]), r["direction"], num(r["p_value"]), num(r["p_holm"]),
+                 num(r["faulty_median"]), num(r["healthy_median"])] for _, r in top.iterrows()])
             out.append("")
         dets = rows[rows["kind"] == "detector"]
         if len(dets):
             out += ["Reference detectors (python -m harness.evaluate):", ""]
-            out += table(["detector", "recall", "names the fault", "false alarms: healthy", "controls"], [
-                [r["name"], pct(r["recall"]), pct(r["correct_cause"]), pct(r["false_alarm_healthy"]),
+            out += table(["detector", "recall", "names the fault", "before onset", "delay", "delay to right cause",
+                          "false alarms: healthy", "controls"], [
+                [r["name"], pct(r["recall"]), pct(r["correct_cause"]), pct(r["before_onset"]),
+                 num(r["delay_median"]), num(r["delay_right_median"]), pct(r["false_alarm_healthy"]),
                  pct(r["false_alarm_control"])] for _, r in dets.iterrows()])
             out.append("")
         mimic = sigs[(sigs["rate_faulty"] >= 0.5) & (sigs["rate_control"] >= 0.5)]
@@ -344,13 +588,12 @@ def markdown(cat: pd.DataFrame, baselines: pd.DataFrame, plots: dict[str, str], 
         if c["cell"] in plots:
             out += [f"![traces]({plots[c['cell']]})", ""]
 
-    out += agreement_markdown(backend_agreement(cat))
+    out += agreement_markdown(backend_agreement(sig_cat))
     out += ["## Healthy baselines", "",
-            "Signatures that fire on healthy runs (false alarms by construction) and on look-alike "
-            "controls, from update 0:", ""]
+            "Signatures at their default thresholds on healthy runs and look-alike controls, from update 0 "
+            "(descriptive: how often a rule of thumb fires on runs with no bug):", ""]
     out += table(["setup", "control", "runs", "signatures that fired (rate)"], [
-        [setup_label(algo, variant, env, backend), "yes" if control else "no",
-         g["n_runs"].iloc[0],
+        [setup_label(algo, variant, env, backend), "yes" if control else "no", g["n_runs"].iloc[0],
          ", ".join(f"{r['signature']} ({pct(r['rate'])})" for _, r in g[g["rate"] > 0].iterrows()) or "none"]
         for (algo, variant, env, backend, control), g in baselines.groupby(
             ["algo", "algo_variant", "env", "backend", "is_control"])])
@@ -358,15 +601,77 @@ def markdown(cat: pd.DataFrame, baselines: pd.DataFrame, plots: dict[str, str], 
     return "\n".join(out)
 
 
+def view_markdown(views: pd.DataFrame) -> list[str]:
+    """Which cells manifested in which framework view (the metrics that framework logs)."""
+    cols = sorted(views["view"].unique(), key=lambda v: (v != "canonical", v))
+    pivot = views.pivot_table(index="cell", columns="view", values="manifested", aggfunc="first")
+    out = ["### Per framework view", "",
+           "The same protocol, evaluated on what each framework would have logged of these runs (its "
+           "metric names, estimators, cadence; a metric it does not log is absent): yes = manifested on "
+           "held-out seeds, no = no trace in that view, blank = the view does not apply.", ""]
+    out += table(["cell", *cols], [[cell, *["" if pd.isna(row.get(v)) else ("yes" if row.get(v) else "**no**")
+                                            for v in cols]] for cell, row in pivot.iterrows()])
+    out.append("")
+    return out
+
+
+def model_markdown(scores: pd.DataFrame) -> list[str]:
+    """The diagnosis model's out-of-sample scores."""
+    if scores.empty:
+        return []
+    out = ["## Diagnosis model (out of sample)", "",
+           "`python -m harness.diagnose` and `detector=learned` use one model per algorithm and framework view, "
+           "fitted on the diverse dataset (python -m harness -m +sweep=dataset). Every score below is on runs the "
+           "model was not fitted on: held-out runs (their seeds and sampled configurations), a whole env held out, "
+           "hyperparameter regions held out, and, for the *unknown* answer, each fault left out of training "
+           "(scored on its runs: the right answer is then \"anomalous, cause unknown\"). Top-1: the answer equals "
+           "the injected fault, on faulty logs of faults the model knows; healthy: healthy logs answered healthy; "
+           "ECE: calibration error of the top-1 probability.", ""]
+    kinds = scores[scores["kind"] != "left-out fault"]
+    out += table(["algo", "view", "held out", "logs", "top-1 (faulty)", "healthy called healthy", "ECE"], [
+        [r["algo"], r["view"], r["protocol"], int(r["n"]), pct(r["top1_faulty"]), pct(r["healthy_called_healthy"]),
+         num(r["ece"], ".3f")] for _, r in kinds.sort_values(["algo", "view", "kind"]).iterrows()])
+    left = scores[scores["kind"] == "left-out fault"]
+    if len(left):
+        out += ["", "Faults left out of training, answered on their own runs (canonical view):", ""]
+        out += table(["algo", "fault left out", "logs", "unknown", "healthy", "another fault"], [
+            [r["algo"], r["protocol"].removeprefix("fault ").removesuffix(" left out"), int(r["n_unseen"]),
+             pct(r["unseen_called_unknown"]), pct(r["unseen_called_healthy"]),
+             pct(1 - r["unseen_called_unknown"] - r["unseen_called_healthy"])] for _, r in left.iterrows()])
+    held = scores[(scores["kind"] == "held-out runs") & (scores["view"] == "canonical")]
+    for _, r in held.iterrows():
+        per = r.get("per_class") or {}
+        out += ["", f"Per fault, held-out {r['algo']} runs (canonical view): right answer, and what it was taken for:", ""]
+        out += table(["label", "logs", "right", "answers"], [
+            [label, v["n"], pct(v["right"]), ", ".join(f"{k} {n}" for k, n in v["answers"].items())]
+            for label, v in sorted(per.items())])
+    out.append("")
+    return out
+
+
 def write(settings: CatalogueSettings) -> dict[str, Path]:
-    """Build and write the catalogue (and dataset); returns the paths written."""
+    """Build and write the catalogue (and dataset, and the diagnosis model); returns the paths written."""
     rs = RunSet.load(settings.results_dir)
     if rs.runs.empty:
         raise ConfigError(f"no complete runs under {settings.results_dir}/runs")
     out_dir = settings.results_dir / "catalogue"
-    cat = build(rs, settings.n_boot)
-    baselines = healthy_baselines(rs)
     written = {}
+    scores = pd.DataFrame()
+    diverse = rs.runs.loc[rs.runs["origin"] == "diverse", "run_id"].tolist()
+    if diverse and settings.model:
+        from harness.analysis.model import fit_and_evaluate
+
+        model_file = out_dir / "model" / "diagnosis.joblib"
+        scores = fit_and_evaluate(settings.results_dir, diverse, model_file, left_out=settings.left_out,
+                                  kind=settings.model_kind)
+        atomic_write_parquet(out_dir / "model" / "scores.parquet",
+                             scores.assign(per_class=scores.get("per_class", pd.Series(dtype=object)).map(
+                                 lambda v: json.dumps(v) if isinstance(v, dict) else None)))
+        written["model"] = model_file
+    elif settings.model:
+        print("no runs of the diverse dataset (python -m harness -m +sweep=dataset): no diagnosis model fitted")
+    cat = build(rs, settings.n_mc, catalogue_dir=out_dir)
+    baselines = healthy_baselines(rs)
     plots: dict[str, str] = {}
     if settings.plots and not cat.empty:
         from harness.analysis import plots as plotting
@@ -376,12 +681,12 @@ def write(settings: CatalogueSettings) -> dict[str, Path]:
         atomic_write_parquet(out_dir / "catalogue.parquet", cat)
         written["catalogue"] = out_dir / "catalogue.parquet"
     atomic_write_parquet(out_dir / "baselines.parquet", baselines)
-    agreement = backend_agreement(cat) if not cat.empty else pd.DataFrame()
+    agreement = backend_agreement(cat[cat["kind"] == "signature"]) if not cat.empty else pd.DataFrame()
     if not agreement.empty:
         atomic_write_parquet(out_dir / "backends.parquet", agreement)
         written["backends"] = out_dir / "backends.parquet"
     atomic_write_bytes(out_dir / "CATALOGUE.md",
-                       markdown(cat, baselines, plots, str(settings.results_dir)).encode())
+                       markdown(cat, baselines, plots, str(settings.results_dir), model_scores=scores).encode())
     written["markdown"] = out_dir / "CATALOGUE.md"
     if settings.dataset:
         from harness.analysis import dataset

@@ -27,7 +27,8 @@ from harness.markdown import table
 from harness.metrics import CANONICAL
 from harness.store import atomic_write_bytes, atomic_write_parquet
 
-LABELS = ["fault", "is_control", "algo", "algo_variant", "env", "backend", "seed", "onset", "status"]
+LABELS = ["origin", "fault", "fault_form", "fault_kind", "is_control", "algo", "algo_variant", "env", "backend",
+          "seed", "onset", "status"]
 
 
 def runs_table(rs: RunSet) -> pd.DataFrame:

@@ -68,19 +68,28 @@ def trace_metrics(cell: Cell, cat: pd.DataFrame) -> list[str]:
     cls = FAULTS.get(cell.info["fault"])
     for sig in (cls.expected if cls else ()):
         chosen.append(signatures.SIGNATURES[sig].metric)
-    mets = cat[(cat["cell"] == cell.label) & (cat["kind"] == "metric")].sort_values("auroc", ascending=False)
+    mets = cat[(cat["cell"] == cell.label) & (cat["kind"] == "metric")].sort_values("p_value")
     chosen += list(mets["name"])
     return list(dict.fromkeys(chosen))[:N_TRACES]
 
 
-def _band(rs: RunSet, run_ids: list[str], metric: str) -> pd.DataFrame:
-    frame = pd.concat([rs.metrics[r].set_index("update")[metric].rename(r) for r in run_ids], axis=1)
-    frame = frame.replace([np.inf, -np.inf], np.nan)
+def _band(frames: list[pd.Series]) -> pd.DataFrame:
+    frame = pd.concat(frames, axis=1).replace([np.inf, -np.inf], np.nan)
     return pd.DataFrame({"median": frame.median(axis=1), "lo": frame.quantile(0.25, axis=1),
                          "hi": frame.quantile(0.75, axis=1)})
 
 
+def _aligned(rs: RunSet, rid: str, metric: str, onset: int) -> pd.Series:
+    """A run's metric indexed by updates since ``onset`` (negative before it)."""
+    m = rs.metrics[rid]
+    return pd.Series(m[metric].to_numpy(dtype=float), index=m["update"].to_numpy() - onset, name=rid)
+
+
 def traces(cell: Cell, rs: RunSet, metrics: list[str], path: Path) -> None:
+    """Median and interquartile band over seeds, faulty vs healthy, each run aligned on the onset of
+    its faulty seed (mid-run onsets differ per seed)."""
+    onset_of = {rs.metas[r]["seed"]: int(rs.metas[r]["onset_update"] or 0) for r in cell.faulty}
+    typical = int(np.median(list(onset_of.values()))) if onset_of else 0
     cols = 3
     rows = math.ceil(len(metrics) / cols)
     fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 2.6 * rows), squeeze=False)
@@ -88,22 +97,22 @@ def traces(cell: Cell, rs: RunSet, metrics: list[str], path: Path) -> None:
         for run_ids, color, label in ((cell.healthy, "tab:blue", "healthy"), (cell.faulty, "tab:red", cell.info["fault"])):
             if not run_ids:
                 continue
-            band = _band(rs, run_ids, metric)
+            band = _band([_aligned(rs, r, metric, onset_of.get(rs.metas[r]["seed"], typical)) for r in run_ids])
             ax.plot(band.index, band["median"], color=color, lw=1.3, label=f"{label} (n={len(run_ids)})")
             ax.fill_between(band.index, band["lo"], band["hi"], color=color, alpha=0.2, lw=0)
             peak = np.nanmax(np.abs(band["hi"].to_numpy(dtype=float))) if band["hi"].notna().any() else 0
             if peak > 1e3:
                 ax.set_yscale("symlog", linthresh=1.0)
-        if cell.info["onset"]:
-            ax.axvline(cell.info["onset"], color="black", ls="--", lw=0.8)
+        ax.axvline(0, color="black", ls="--", lw=0.8)
         ax.set_title(metric, fontsize=9)
         ax.tick_params(labelsize=7)
     for ax in list(axes.flat)[len(metrics):]:
         ax.axis("off")
     axes.flat[0].legend(fontsize=7)
-    fig.suptitle(f"{cell.label}: median and interquartile band over seeds"
-                 + (f", onset at update {cell.info['onset']}" if cell.info["onset"] else ""), fontsize=10)
-    fig.supxlabel("update", fontsize=8)
+    onsets = sorted(set(onset_of.values()))
+    fig.suptitle(f"{cell.label}: median and interquartile band over seeds, aligned on the onset "
+                 f"(update {onsets[0] if len(onsets) == 1 else f'{onsets[0]}-{onsets[-1]}'})", fontsize=10)
+    fig.supxlabel("updates since the fault's onset", fontsize=8)
     fig.tight_layout()
     _save(fig, path)
 

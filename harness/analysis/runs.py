@@ -1,16 +1,18 @@
 """Reading the run store as a whole: one table of runs, their metrics, and how they pair up.
 
-A *cell* is what the catalogue compares: the runs of one fault (with its parameters and
-onset) on one base configuration (algorithm, env, backend and every hyperparameter, i.e.
-the run's config minus fault and seed), over seeds. Its healthy runs are fault=none on the
-same base configuration; its controls are the healthy look-alike runs (is_control) of the
-same algorithm, env and backend.
+A *cell* is what the catalogue compares: the runs of one fault (with its parameters) switched
+on at update 0 or mid-run (``onset`` = "0" or "mid"; each mid-run seed has its own onset) on
+one base configuration (algorithm, env, backend and every hyperparameter, i.e. the run's
+config minus fault and seed), over seeds. Its healthy runs are fault=none on the same base
+configuration (the twin of a faulty seed is the healthy run with the same seed); its controls
+are the healthy look-alike runs (is_control) of the same algorithm, env and backend.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,12 +23,23 @@ from harness.config import setup_label
 from harness.store import RunStore
 
 
+def origin(meta: dict[str, Any]) -> str:
+    """``diverse`` for a run drawn by the dataset sweep (its meta.json records the draw), else
+    ``catalogue`` (the catalogue sweep, or any run command)."""
+    return "diverse" if meta.get("sampled") else "catalogue"
+
+
 def run_labels(meta: dict[str, Any]) -> dict[str, Any]:
     """A run's labels from its meta.json: what it is (fault, setup, seed) and how it ended."""
+    onset = meta["onset_update"] if meta["onset_update"] is not None else 0
     return {
+        "origin": origin(meta),
         "fault": meta["fault"],
         "fault_params": json.dumps(meta["fault_params"], sort_keys=True),
-        "onset": meta["onset_update"] if meta["onset_update"] is not None else 0,
+        "fault_form": meta.get("fault_form"),
+        "fault_kind": meta.get("fault_kind"),
+        "onset": onset,
+        "onset_kind": "mid" if onset > 0 else "0",
         "algo": meta["algo"],
         "algo_variant": meta.get("algo_variant", "default"),
         "env": meta["env"],
@@ -44,43 +57,55 @@ def base_key(meta: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:12]
 
 
+RUN_COLUMNS = ["run_id", "origin", "fault", "fault_params", "fault_form", "fault_kind", "onset", "onset_kind", "algo",
+               "algo_variant", "env", "backend", "seed", "is_control", "status", "n_updates", "base"]
+
+
 @dataclass
 class RunSet:
-    """Every complete run under a results_dir: ``runs`` (one row per run) and ``metrics``."""
+    """Every complete run under a results_dir: ``runs`` (one row per run) and ``metrics``.
+
+    Corrupt runs (a stored file missing, truncated or changed) are skipped with a one-line
+    warning on stderr."""
 
     runs: pd.DataFrame
     metas: dict[str, dict[str, Any]]
     metrics: dict[str, pd.DataFrame] = field(repr=False)
+    root: Path | None = None
 
     @classmethod
     def load(cls, results_dir: str | Path) -> RunSet:
         store = RunStore(results_dir)
-        metas = {m["run_id"]: m for m in store.iter_metas()}
+        metas = {m["run_id"]: m for m in store.iter_metas(warn=lambda line: print(line, file=sys.stderr))}
         rows = [{"run_id": rid, **run_labels(m), "base": base_key(m)} for rid, m in metas.items()]
-        runs = pd.DataFrame(rows, columns=["run_id", "fault", "fault_params", "onset", "algo", "algo_variant",
-                                           "env", "backend", "seed", "is_control", "status", "n_updates",
-                                           "base"])
+        runs = pd.DataFrame(rows, columns=RUN_COLUMNS)
         metrics = {rid: store.load_metrics(rid) for rid in metas}
-        return cls(runs=runs, metas=metas, metrics=metrics)
+        return cls(runs=runs, metas=metas, metrics=metrics, root=Path(results_dir))
 
     def cells(self) -> list[Cell]:
-        """One cell per fault (x parameters x onset) per base configuration that has healthy runs
-        to compare with (or not: then the cell says so)."""
-        faulty = self.runs[(self.runs["fault"] != "none")]
+        """One cell per fault (x parameters x onset kind) per base configuration, with its healthy
+        runs and controls (possibly none: then the cell says so). Runs of the diverse dataset (each
+        its own configuration) are not compared in cells: they train the diagnosis model."""
+        ours = self.runs[self.runs["origin"] == "catalogue"]
+        faulty = ours[(ours["fault"] != "none")]
         cells = []
-        keys = ["fault", "fault_params", "onset", "algo", "algo_variant", "env", "backend", "base"]
+        keys = ["fault", "fault_params", "onset_kind", "algo", "algo_variant", "env", "backend", "base"]
         for key, group in faulty.groupby(keys, sort=True):
             info = dict(zip(keys, key))
-            healthy = self.runs[(self.runs["fault"] == "none") & (self.runs["base"] == info["base"])]
-            controls = self.runs[(self.runs["fault"] == "none") & self.runs["is_control"]
-                                 & (self.runs["algo"] == info["algo"]) & (self.runs["env"] == info["env"])
-                                 & (self.runs["backend"] == info["backend"])]
-            cells.append(Cell(info, list(group["run_id"]), list(healthy["run_id"]), list(controls["run_id"])))
+            healthy = ours[(ours["fault"] == "none") & (ours["base"] == info["base"])]
+            controls = ours[(ours["fault"] == "none") & ours["is_control"]
+                            & (ours["algo"] == info["algo"]) & (ours["env"] == info["env"])
+                            & (ours["backend"] == info["backend"])]
+            cells.append(Cell(info, _by_seed(group), _by_seed(healthy), _by_seed(controls)))
         labels = [c.label for c in cells]
         for cell in cells:   # the same fault on two base configs (e.g. two budgets): tell them apart
             if labels.count(cell.label) > 1:
                 cell.suffix = f" [config {cell.info['base'][:6]}]"
         return cells
+
+
+def _by_seed(runs: pd.DataFrame) -> list[str]:
+    return list(runs.sort_values(["seed", "run_id"])["run_id"])
 
 
 @dataclass
@@ -92,13 +117,17 @@ class Cell:
     suffix: str = ""
 
     @property
+    def setup(self) -> str:
+        i = self.info
+        return setup_label(i["algo"], i["algo_variant"], i["env"], i["backend"])
+
+    @property
     def label(self) -> str:
         i = self.info
-        params = json.loads(i["fault_params"])
+        params = {k: v for k, v in json.loads(i["fault_params"]).items()}
         extra = "".join(f" {k}={v}" for k, v in params.items())
-        onset = f" onset={i['onset']}" if i["onset"] else ""
-        setup = setup_label(i["algo"], i["algo_variant"], i["env"], i["backend"])
-        return f"{i['fault']}{extra}{onset} | {setup}{self.suffix}"
+        onset = " onset=mid" if i["onset_kind"] == "mid" else ""
+        return f"{i['fault']}{extra}{onset} | {self.setup}{self.suffix}"
 
     @property
     def slug(self) -> str:

@@ -16,6 +16,7 @@ from harness.detection.base import Alarm, Detector, RunInfo
 
 #: the reference detectors that ship with the harness (conf/detector/<name>.yaml)
 REFERENCE = {"folk": "harness.detection.folk.FolkDetector",
-             "config_aware": "harness.detection.config_aware.ConfigAwareDetector"}
+             "config_aware": "harness.detection.config_aware.ConfigAwareDetector",
+             "learned": "harness.detection.learned.LearnedDetector"}
 
 __all__ = ["REFERENCE", "Alarm", "Detector", "RunInfo"]

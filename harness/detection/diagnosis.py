@@ -1,12 +1,12 @@
-"""``python -m harness.diagnose log=PATH profile=NAME``: which known bug does my run look like?
+"""Diagnosis of a training log: healthy, one of the known faults, or "anomalous, cause unknown".
 
-Reads a training log (CSV or JSON lines, one row per step) written under a framework's
-metric names, maps them to the canonical names through a naming profile (conf/profile/:
-canonical, sb3, cleanrl, trl, verl), evaluates the signatures the log's columns allow, and
-ranks the catalogue's faults by how well their measured signature rates explain what fired
-and what did not (a smoothed likelihood ratio against healthy runs of the same algorithm;
-a signature that did not fire counts half, since a log is partial). Prints the evidence;
-``format=json`` prints the ranking as JSON.
+The log is read and put in canonical form by :mod:`harness.logs` (every format a PPO/GRPO user
+has, the dialect detected from its names). Its window features (:mod:`harness.analysis.features`)
+go to the model fitted by ``python -m harness.catalogue`` on the diverse dataset for that
+algorithm and that framework's view (:mod:`harness.analysis.model`), which gives calibrated
+probabilities; the answer follows :func:`harness.analysis.model.answer`. The evidence shown is the
+signatures that fire in the log at their default thresholds, and whether the answer's expected
+signature is among them.
 """
 
 from __future__ import annotations
@@ -16,145 +16,111 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from harness.analysis import signatures
+from harness.analysis.features import features
+from harness.analysis.model import (
+    HEALTHY,
+    UNKNOWN,
+    VIEWS,
+    DiagnosisModel,
+    answer,
+    load_models,
+)
 from harness.config import ConfigError
-from harness.metrics import CANONICAL, GRPO_ONLY, PPO_ONLY
+from harness.logs import LoadedLog, load_log
+from harness.metrics import CANONICAL
 
-SMOOTH = 0.05        # added to firing rates: no rate is trusted as exactly 0 or 1
-ABSENT_WEIGHT = 0.5  # a signature that did not fire is weaker evidence than one that did
-HEALTHY = "none (healthy)"
-
-
-@dataclass
-class MappedLog:
-    metrics: pd.DataFrame                          # canonical columns, one row per step
-    used: dict[str, str]                           # canonical name <- log column
-    unknown: list[str]                             # log columns the profile does not map
-    algo: str
-    notes: list[str] = field(default_factory=list)
+MODEL_FILE = Path("model") / "diagnosis.joblib"       # inside the catalogue directory
 
 
-def read_log(path: str | Path) -> pd.DataFrame:
-    p = Path(path)
-    if not p.exists():
-        raise ConfigError(f"log={path}: no such file")
-    try:
-        if p.suffix in (".jsonl", ".json", ".ndjson") or p.read_text(errors="ignore")[:1] == "{":
-            df = pd.read_json(p, lines=True)
-        else:
-            df = pd.read_csv(p)
-    except ValueError as exc:
-        raise ConfigError(f"log={path} is neither CSV nor JSON lines: {exc}") from None
-    if df.empty:
-        raise ConfigError(f"log={path} has no rows")
-    return df
+def model_path(catalogue: str | Path) -> Path:
+    """The diagnosis model of a catalogue directory (or the model file itself)."""
+    p = Path(catalogue)
+    if p.suffix == ".joblib":
+        return p
+    if (p / MODEL_FILE).exists() or p.name == "catalogue":
+        return p / MODEL_FILE
+    return p / "catalogue" / MODEL_FILE
 
 
-def map_log(df: pd.DataFrame, profile: dict[str, Any], algo: str | None = None) -> MappedLog:
-    columns = dict(profile.get("columns") or {})
-    if profile["name"] == "canonical":
-        columns = {name: name for name in CANONICAL}
-    step = profile.get("step")
-    used: dict[str, str] = {}
-    for source, target in columns.items():
-        if source in df.columns and target not in used:
-            used[target] = source
-    if not used:
-        raise ConfigError(f"the log has none of the metrics profile={profile['name']} knows "
-                          f"(e.g. {', '.join(list(columns)[:4])}); its columns: {', '.join(map(str, df.columns[:12]))}")
-    if step in df.columns:
-        df = df.sort_values(step, kind="stable")
-    out = pd.DataFrame({"update": np.arange(len(df))})
-    for name in CANONICAL:
-        if name in used:
-            values = pd.to_numeric(df[used[name]], errors="coerce").to_numpy(dtype=float)
-            out[name] = values * float((profile.get("scale") or {}).get(name, 1.0))
-        else:
-            out[name] = np.nan
-    # non-finite: an infinity anywhere, or a metric that was finite and then became NaN
-    watched = [c for c in ("loss", "policy_loss", "grad_norm", "approx_kl", "kl_k1", "entropy") if c in used]
-    went_bad = np.zeros(len(out), dtype=bool)
-    for col in watched:
-        values = out[col].to_numpy()
-        seen = np.maximum.accumulate(np.isfinite(values))
-        went_bad |= np.isinf(values) | (np.isnan(values) & np.concatenate([[False], seen[:-1]]))
-    out["nonfinite"] = went_bad.astype(float) if watched else np.nan
-    out["fault_active"] = True
-    unknown = [str(c) for c in df.columns if c not in used.values() and c != step]
-    if algo is None:
-        algo = profile.get("algo") or ("grpo" if any(m in used for m in GRPO_ONLY) or
-                                       not any(m in used for m in PPO_ONLY) and profile["name"] in ("trl", "verl")
-                                       else "ppo")
-    return MappedLog(out, used, unknown, algo)
-
-
-def log_signatures(log: MappedLog, meta: dict[str, Any]) -> dict[str, signatures.Result]:
-    """The signatures this log can show: those whose metric it has."""
-    readable = {name: sig for name, sig in signatures.SIGNATURES.items()
-                if log.metrics[sig.metric].notna().any()}
-    if "configured_optimizer_steps" not in meta:
-        readable.pop("optimizer_steps_short", None)
-    return signatures.evaluate(log.metrics, meta, onset=0, names=list(readable))
-
-
-@dataclass
-class Candidate:
-    fault: str
-    setup: str
-    score: float
-    evidence: list[dict[str, Any]]
-
-
-def rank(fired: dict[str, signatures.Result], catalogue: pd.DataFrame, algo: str) -> list[Candidate]:
-    sigs = catalogue[(catalogue["kind"] == "signature") & (catalogue["algo"] == algo)]
-    if sigs.empty:
-        raise ConfigError(f"the catalogue has no {algo} cells to compare with")
-    candidates = [Candidate(HEALTHY, "-", 0.0, [])]
-    for cell, rows in sigs.groupby("cell", sort=True):
-        rows = rows.set_index("name")
-        score, evidence = 0.0, []
-        for name, result in fired.items():
-            if name not in rows.index:
-                continue
-            p_f, p_h = float(rows.at[name, "rate_faulty"]), float(rows.at[name, "rate_healthy"])
-            if math.isnan(p_f) or math.isnan(p_h):
-                continue
-            if result.fired:
-                weight = math.log((p_f + SMOOTH) / (p_h + SMOOTH))
-            else:
-                weight = ABSENT_WEIGHT * math.log((1 - p_f + SMOOTH) / (1 - p_h + SMOOTH))
-            score += weight
-            if abs(weight) >= 0.1:
-                evidence.append({"signature": name, "fired": result.fired, "weight": round(weight, 2),
-                                 "rate_faulty": p_f, "rate_healthy": p_h, "seen": result.evidence})
-        evidence.sort(key=lambda e: -abs(e["weight"]))
-        candidates.append(Candidate(rows["fault"].iloc[0], cell.split(" | ")[1], round(score, 3), evidence))
-    candidates.sort(key=lambda c: -c.score)
-    return candidates
-
-
-def load_catalogue(path: str | Path) -> pd.DataFrame:
-    p = Path(path)
-    if p.is_dir():
-        p = p / "catalogue.parquet" if (p / "catalogue.parquet").exists() else p / "catalogue" / "catalogue.parquet"
-    if not p.exists():
-        raise ConfigError(f"no catalogue at {path}: run the sweep and python -m harness.catalogue, "
-                          "or pass catalogue=PATH")
-    return pd.read_parquet(p)
-
-
-def diagnose(log_path: str | Path, profile: dict[str, Any], catalogue: pd.DataFrame, algo: str | None = None,
-             n_actions: int | None = None, optimizer_steps: int | None = None) -> tuple[MappedLog, list[Candidate]]:
-    log = map_log(read_log(log_path), profile, algo)
-    meta: dict[str, Any] = {"algo": log.algo}
+def context(log: LoadedLog, n_actions: int | None = None, optimizer_steps: int | None = None) -> dict[str, Any]:
+    """What the signatures may know besides the metrics: the algorithm, the action-space size and the
+    configured optimizer steps per update (given, or from the log's hyperparameters when it has them)."""
+    meta: dict[str, Any] = {"algo": log.algo, "configured": dict(log.config)}
     if n_actions:
         meta["action_space"] = {"type": "discrete", "n": int(n_actions)}
+    epochs = log.config.get("n_epochs", log.config.get("num_iterations"))
+    if not optimizer_steps and epochs and log.config.get("n_minibatches") and log.profile != "trl":
+        optimizer_steps = int(epochs) * int(log.config["n_minibatches"])
     if optimizer_steps:
         meta["configured_optimizer_steps"] = int(optimizer_steps)
-    fired = log_signatures(log, meta)
-    if not fired:
-        raise ConfigError("none of the log's mapped metrics feeds a signature: nothing to diagnose")
-    return log, rank(fired, catalogue, log.algo)
+    return meta
+
+
+def log_signatures(log: LoadedLog, meta: dict[str, Any]) -> dict[str, signatures.Result]:
+    """The signatures this log can show (those whose metric it has), at their default thresholds."""
+    readable = [name for name, sig in signatures.SIGNATURES.items()
+                if sig.metric in log.metrics and log.metrics[sig.metric].notna().any()]
+    if "configured_optimizer_steps" not in meta and "optimizer_steps_short" in readable:
+        readable.remove("optimizer_steps_short")
+    rows = log.metrics if "nonfinite" in log.metrics else log.metrics.assign(nonfinite=0.0)
+    return signatures.evaluate(rows, meta, onset=0, names=readable)
+
+
+@dataclass
+class Diagnosis:
+    answer: str                               # healthy | a fault name | unknown
+    probabilities: dict[str, float]           # every class, most probable first
+    view: str                                 # the model's view
+    model: DiagnosisModel
+    fired: dict[str, signatures.Result] = field(default_factory=dict)
+    expected: dict[str, str] = field(default_factory=dict)    # the answer's expected signature -> what it shows
+
+    @property
+    def probability(self) -> float:
+        return self.probabilities.get(self.answer, math.nan)
+
+
+def pick_model(models: dict[tuple[str, str], DiagnosisModel], algo: str, profile: str) -> DiagnosisModel:
+    """The model of the log's algorithm and framework view (a profile without a model of its own,
+    e.g. a plain CSV, uses the canonical one)."""
+    view = profile if profile in VIEWS.get(algo, ()) else "canonical"
+    for key in ((algo, view), (algo, "canonical")):
+        if key in models:
+            return models[key]
+    raise ConfigError(f"the diagnosis model has nothing for algo={algo} (it has: "
+                      f"{', '.join(sorted({a for a, _ in models}))}); rebuild it with python -m harness.catalogue")
+
+
+def diagnose_log(log: LoadedLog, models: dict[tuple[str, str], DiagnosisModel], n_actions: int | None = None,
+                 optimizer_steps: int | None = None) -> Diagnosis:
+    """Diagnose a log already in canonical form."""
+    from faults import FAULTS
+
+    model = pick_model(models, log.algo, log.profile)
+    space = {"type": "discrete", "n": int(n_actions)} if n_actions and model.view == "canonical" else None
+    row = pd.DataFrame([features(log.metrics, CANONICAL, log.algo, log.config, space)])
+    probs = model.probabilities(row).iloc[0].sort_values(ascending=False)
+    result = answer(probs, model.unknown_threshold)
+    fired = log_signatures(log, context(log, n_actions, optimizer_steps))
+    expected = {}
+    if result in FAULTS:
+        for name in FAULTS[result].expected:
+            res = fired.get(name)
+            expected[name] = ("not in this log" if res is None or not res.evaluable
+                              else ("fired: " if res.fired else "did not fire: ") + res.evidence)
+    return Diagnosis(result, {str(k): float(v) for k, v in probs.items()}, model.view, model,
+                     {k: v for k, v in fired.items() if v.fired}, expected)
+
+
+def diagnose(log_path: str | Path, profile: str | dict[str, Any] = "auto", catalogue: str | Path = "results/catalogue",
+             algo: str | None = None, n_actions: int | None = None, optimizer_steps: int | None = None,
+             run: str | None = None, config: dict[str, Any] | None = None) -> tuple[LoadedLog, Diagnosis]:
+    """Read any supported log (:func:`harness.logs.load_log`) and diagnose it."""
+    log = load_log(log_path, profile, run=run, config=config, algo=algo)
+    return log, diagnose_log(log, load_models(model_path(catalogue)), n_actions, optimizer_steps)
+
+
+__all__ = ["HEALTHY", "UNKNOWN", "Diagnosis", "diagnose", "diagnose_log", "log_signatures", "model_path"]

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +32,7 @@ from harness.store import atomic_write_bytes, atomic_write_parquet
 NO_ALARM = "(no alarm)"
 #: the columns of the score table, as printed and reported
 SCORE_COLUMNS = ["group", "setup", "n", "recall", "correct_cause", "false_alarm_rate", "before_onset",
-                 "delay_median", "delay_p90"]
+                 "delay_median", "delay_p90", "delay_right_median"]
 UNNAMED = "(unnamed)"
 
 
@@ -74,6 +74,7 @@ def outcome(run: pd.Series, alarms: list[tuple[int, Alarm]]) -> dict[str, Any]:
     onset = int(run["onset"]) if run["fault"] != "none" else 0
     after = [(u, a) for u, a in alarms if u >= onset]
     named = max(after, key=lambda ua: (ua[1].score, -ua[0]))[1] if after else None
+    right = [u for u, a in after if a.fault is not None and a.fault == run["fault"]]
     return {
         "run_id": run["run_id"], "fault": run["fault"], "is_control": bool(run["is_control"]),
         "setup": setup_of(run), "seed": run["seed"], "onset": onset, "status": run["status"],
@@ -81,6 +82,7 @@ def outcome(run: pd.Series, alarms: list[tuple[int, Alarm]]) -> dict[str, Any]:
         "alarmed_before_onset": any(u < onset for u, _ in alarms),
         "first_alarm_update": alarms[0][0] if alarms else None,
         "delay": (after[0][0] - onset) if after else None,
+        "delay_right": (right[0] - onset) if right else None,
         "named_fault": (named.fault or UNNAMED) if named else NO_ALARM,
         "named_symptom": named.symptom if named else None,
         "symptoms": sorted({a.symptom for _, a in alarms}),
@@ -95,6 +97,7 @@ class Evaluation:
     scores: pd.DataFrame      # per fault x setup, healthy and control rows, overall
     confusion: pd.DataFrame   # injected fault x named fault (run counts)
     symptoms: pd.DataFrame    # per symptom: share of faulty / healthy / control runs it fired on
+    excluded: list[str] = field(default_factory=list)   # runs the detector was fitted on (not scored)
 
     def score(self, fault: str, setup: str | None = None) -> pd.Series:
         rows = self.scores[(self.scores["group"] == fault)
@@ -129,17 +132,19 @@ def _score_rows(out: pd.DataFrame) -> list[dict[str, Any]]:
 
 def _faulty_row(fault: str, setup: str, g: pd.DataFrame) -> dict[str, Any]:
     delays = g["delay"].dropna().astype(float)
+    right = g["delay_right"].dropna().astype(float)
     return {"group": fault, "setup": setup, "n": len(g), "recall": share(g["alarmed_after_onset"]),
             "correct_cause": share(g["named_fault"] == g["fault"]),
             "before_onset": share(g["alarmed_before_onset"]), "false_alarm_rate": math.nan,
             "delay_median": float(delays.median()) if len(delays) else math.nan,
-            "delay_p90": float(np.percentile(delays, 90)) if len(delays) else math.nan}
+            "delay_p90": float(np.percentile(delays, 90)) if len(delays) else math.nan,
+            "delay_right_median": float(right.median()) if len(right) else math.nan}
 
 
 def _healthy_row(label: str, setup: str, g: pd.DataFrame) -> dict[str, Any]:
     return {"group": label, "setup": setup, "n": len(g), "recall": math.nan, "correct_cause": math.nan,
             "before_onset": math.nan, "false_alarm_rate": share(g["alarmed"]),
-            "delay_median": math.nan, "delay_p90": math.nan}
+            "delay_median": math.nan, "delay_p90": math.nan, "delay_right_median": math.nan}
 
 
 def evaluate(detector: Detector, dataset: str | Path | tuple[pd.DataFrame, pd.DataFrame] = "results",
@@ -149,7 +154,11 @@ def evaluate(detector: Detector, dataset: str | Path | tuple[pd.DataFrame, pd.Da
         raise ConfigError(f"{type(detector).__name__} is not a detector: it needs reset(run_info) and "
                           "update(update_index, metrics)")
     data, runs = load_dataset(dataset) if isinstance(dataset, (str, Path)) else dataset
-    by_run = dict(tuple(data.sort_values(["run_id", "update"]).groupby("run_id", sort=False)))
+    trained_on = set(getattr(detector, "trained_on", ()) or ())
+    excluded = runs[runs["run_id"].isin(trained_on)]["run_id"].tolist()
+    runs = runs[~runs["run_id"].isin(trained_on)]     # a fitted detector is scored out of sample only
+    by_run = dict(tuple(data[data["run_id"].isin(runs["run_id"])].sort_values(["run_id", "update"])
+                        .groupby("run_id", sort=False)))
     outcomes, alarm_rows = [], []
     for _, run in runs.iterrows():
         alarms = stream(detector, run_info(run), by_run[run["run_id"]])
@@ -166,7 +175,7 @@ def evaluate(detector: Detector, dataset: str | Path | tuple[pd.DataFrame, pd.Da
         fired = out["symptoms"].map(lambda ss, s=symptom: s in ss)
         symptom_rows.append({"symptom": symptom, **{f"rate_{k}": share(fired[kinds == k]) for k in
                                                     ("faulty", "healthy", "control")}})
-    return Evaluation(detector=name or getattr(detector, "name", type(detector).__name__), runs=out,
+    return Evaluation(detector=name or getattr(detector, "name", type(detector).__name__), runs=out, excluded=excluded,
                       alarms=pd.DataFrame(alarm_rows, columns=["run_id", "update", "symptom", "fault", "score"]),
                       scores=pd.DataFrame(_score_rows(out)), confusion=confusion,
                       symptoms=pd.DataFrame(symptom_rows, columns=["symptom", "rate_faulty", "rate_healthy",
@@ -180,10 +189,14 @@ def _fmt(x: Any) -> str:
 
 
 def markdown(ev: Evaluation, dataset: str) -> str:
-    lines = [f"# Detector evaluation: {ev.detector}", "", f"Dataset: `{dataset}`; {len(ev.runs)} runs.", "",
+    lines = [f"# Detector evaluation: {ev.detector}", "", f"Dataset: `{dataset}`; {len(ev.runs)} runs"
+             + (f" ({len(ev.excluded)} runs the detector was fitted on are left out: scored out of sample only)"
+                if ev.excluded else "") + ".", "",
              "Recall: faulty runs with an alarm at or after the onset. Correct cause: faulty runs whose "
              "strongest alarm names the injected fault. False alarm rate: healthy runs (or look-alike "
-             "controls) with any alarm. Delay: updates from onset to the first alarm.", "",
+             "controls) with any alarm. Before onset: faulty runs alarmed before the fault switched on. "
+             "Delay: updates from onset to the first alarm; delay right: to the first alarm naming the "
+             "injected fault.", "",
              ]
     lines += table(SCORE_COLUMNS, [[_fmt(r[c]) for c in SCORE_COLUMNS] for _, r in ev.scores.iterrows()])
     lines += ["", "![scores](scores.png)", "", "## Confusion (runs): injected fault x named fault", ""]

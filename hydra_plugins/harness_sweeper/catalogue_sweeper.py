@@ -27,8 +27,9 @@ log = logging.getLogger(__name__)
 @dataclass
 class CatalogueSweeperConf:
     _target_: str = "hydra_plugins.harness_sweeper.catalogue_sweeper.CatalogueSweeper"
-    seeds: int = 5
+    seeds: int = 10
     faults: Any = "all"                       # "all" or a list of fault names
+    onsets: Any = field(default_factory=lambda: ["0", "mid"])   # onset 0 and a mid-run onset per seed
     setups: Any = field(default_factory=list)    # [{algo, env, backend}], faults run on these
     controls: Any = field(default_factory=list)  # [{algo, env, backend}], run with fault=none
     progress_every_s: float = 10.0
@@ -39,10 +40,10 @@ ConfigStore.instance().store(group="hydra/sweeper", name="catalogue", node=Catal
 
 
 class CatalogueSweeper(Sweeper):
-    def __init__(self, seeds: int, faults: Any, setups: Any, controls: Any,
+    def __init__(self, seeds: int, faults: Any, onsets: Any, setups: Any, controls: Any,
                  progress_every_s: float) -> None:
         super().__init__()
-        self.seeds, self.faults = seeds, faults
+        self.seeds, self.faults, self.onsets = seeds, faults, onsets
         self.setups, self.controls = setups, controls
         self.progress_every_s = progress_every_s
         self.config: Optional[DictConfig] = None
@@ -95,8 +96,8 @@ class CatalogueSweeper(Sweeper):
         def plain(value: Any) -> Any:
             return OmegaConf.to_container(value) if isinstance(value, DictConfig) or OmegaConf.is_list(value) else value
 
-        return {"seeds": self.seeds, "faults": plain(self.faults), "setups": plain(self.setups),
-                "controls": plain(self.controls)}
+        return {"seeds": self.seeds, "faults": plain(self.faults), "onsets": plain(self.onsets),
+                "setups": plain(self.setups), "controls": plain(self.controls)}
 
 
 __all__ = ["CatalogueSweeper", "CatalogueSweeperConf"]

@@ -1,0 +1,353 @@
+"""A log in a framework's dialect -> the canonical frame: one row per training step, canonical
+names, signs and scales, NaN where the framework does not log a metric.
+
+Cadence is aligned as each framework writes it (the profile's data says how): rows keyed by the
+step key (``step_kind: index``, e.g. TRL's global_step, verl's step); CleanRL's per-update scalars
+keyed by global_step with the per-episode scalars aggregated over the episodes each update's
+rollout finished (``episodic``); SB3's dumps, whose ``train/*`` describe the previous iteration
+(``lag``). Keys that appear on different rows of one step are merged; nothing is interpolated;
+rows holding no training metric (TRL's end-of-training summary, verl's ``step:0`` validation
+line) are not steps.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from harness.config import ALGO_SCHEMAS, ConfigError
+from harness.logs.profiles import Profile, detect, load_profile, ranking
+from harness.logs.readers import RawLog, number, records_frame
+from harness.metrics import CANONICAL, GRPO_ONLY, PPO_ONLY
+
+#: canonical metrics whose turning non-finite marks a diverged run (when the log has no `nonfinite`)
+WATCHED = ("loss", "policy_loss", "grad_norm", "approx_kl", "kl_k1", "entropy")
+
+
+@dataclass
+class LoadedLog:
+    """A log in canonical form. ``metrics``: columns ``update`` (0-based training-step index as the
+    framework counts steps: an update for CleanRL / SB3 / verl / canonical, an optimizer step for
+    TRL), ``step`` (the framework's own step value, e.g. global_step), ``fault_active`` (True: a
+    user's log is judged as a whole), then every canonical metric in harness.metrics order and any
+    ``reward/<fn>``; NaN where not logged."""
+
+    metrics: pd.DataFrame
+    profile: str
+    algo: str
+    used: dict[str, str]                      # canonical name <- log key
+    unused: list[str]                         # log keys that carry no canonical metric
+    config: dict[str, Any] = field(default_factory=dict)   # hyperparameters, harness names
+    source: str = ""
+    detected: bool = False                    # profile picked by profile=auto
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def unknown(self) -> list[str]:           # v1 name
+        return self.unused
+
+
+MappedLog = LoadedLog                         # v1 name
+
+
+# ---- steps and cadence --------------------------------------------------------------------------
+def _groups(records: pd.DataFrame) -> list[tuple[float, float, dict[str, float], list[str]]]:
+    """Records -> [(row, step, {key: value}, keys in order)]: one group per row of a row-based log,
+    one per step value of a step-based one (TensorBoard). A key repeated in a group keeps its last value."""
+    out = []
+    by_row = records["row"].notna()
+    if by_row.any():
+        for row, grp in records[by_row].groupby("row", sort=True):
+            values = dict(zip(grp["key"], grp["value"]))
+            out.append((float(row), float(grp["step"].iloc[0]), values, list(dict.fromkeys(grp["key"]))))
+    rest = records[~by_row]
+    if not rest.empty:
+        for step, grp in rest.groupby("step", sort=True):
+            values = dict(zip(grp["key"], grp["value"]))
+            out.append((math.nan, float(step), values, list(dict.fromkeys(grp["key"]))))
+    return out
+
+
+def _step_of(profile: Profile, step: float, values: dict[str, float], row: float) -> float:
+    if not math.isnan(step):
+        return step
+    for key in profile.step_keys:
+        if key in values and np.isfinite(values[key]):
+            return float(values[key])
+    return row + profile.first_step if not math.isnan(row) else math.nan
+
+
+def _cells(profile: Profile, records: pd.DataFrame, groups, notes: list[str]) -> list[tuple[int, str, float, float]]:
+    """(update, key, value, step) cells per the profile's cadence."""
+    if profile.step_kind == "sb3_iteration":
+        return _sb3_cells(profile, groups, notes)
+    if profile.step_kind == "env_steps":
+        return _episodic_cells(profile, records, groups, notes)
+    cells = []
+    for row, step, values, _ in groups:
+        s = _step_of(profile, step, values, row)
+        if math.isnan(s):
+            continue
+        update = int(round(s)) - profile.first_step
+        for key, value in values.items():
+            if profile.canonical_name(key) is not None:
+                cells.append((update, key, value, s))
+    return cells
+
+
+def _episodic_cells(profile: Profile, records: pd.DataFrame, groups, notes: list[str]
+                    ) -> list[tuple[int, str, float, float]]:
+    """CleanRL: per-update scalars keyed by global_step; per-episode scalars (several may share a
+    global_step, one per env) at their own global_step belong to the first update at or after it."""
+    per_update: dict[float, dict[str, float]] = {}
+    row_step: dict[float, float] = {}
+    for row, step, values, _ in groups:
+        s = _step_of(profile, step, values, row)
+        if not math.isnan(row):
+            row_step[row] = s
+        if math.isnan(s):
+            continue
+        for key, value in values.items():
+            if key not in profile.episodic and profile.canonical_name(key) is not None:
+                per_update.setdefault(s, {})[key] = value
+    episodic = records[records["key"].isin(list(profile.episodic))]
+    ep_steps = [row_step.get(r, math.nan) if not math.isnan(r) else s
+                for r, s in zip(episodic["row"], episodic["step"])]
+    steps = sorted(per_update)
+    cells = [(u, k, v, s) for u, s in enumerate(steps) for k, v in per_update[s].items()]
+    if not steps:
+        return cells
+    edges = np.asarray(steps)
+    late = 0
+    agg: dict[tuple[int, str], list[float]] = {}
+    for s, key, value in zip(ep_steps, episodic["key"], episodic["value"]):
+        if math.isnan(s):
+            continue
+        u = int(np.searchsorted(edges, s, side="left"))
+        if u >= len(steps):
+            late += 1
+            continue
+        agg.setdefault((u, key), []).append(float(value))
+    for (u, key), values in agg.items():
+        for stat in profile.episodic[key]:
+            x = float(np.mean(values)) if stat == "mean" else float(np.std(values))
+            cells.append((u, f"{key}#{stat}", x, steps[u]))
+    if late:
+        notes.append(f"{late} episode value(s) logged after the last update's step: not attributed")
+    return cells
+
+
+def _sb3_cells(profile: Profile, groups, notes: list[str]) -> list[tuple[int, str, float, float]]:
+    """SB3: a dump at iteration i holds rollout/* up to rollout i (update i - 1) and the train/* of
+    the train() that followed rollout i - 1 (update i - 2). Iterations come from time/iterations;
+    without it (TensorBoard) from the step in env steps divided by the batch size."""
+    dumps = []
+    for row, step, values, _ in groups:
+        dumps.append((values.get("time/iterations"), values.get("time/total_timesteps", step
+                      if not math.isnan(step) else values.get("global_step")), values))
+    batch = None
+    with_both = [(it, ts) for it, ts, _ in dumps if it and ts is not None and not math.isnan(ts)]
+    if with_both:
+        batch = with_both[0][1] / with_both[0][0]
+    elif dumps:
+        first_ts = dumps[0][1]
+        if first_ts is not None and not math.isnan(first_ts) and first_ts > 0:
+            has_train = any(k.startswith("train/") for k in dumps[0][2])
+            batch = first_ts
+            if has_train:
+                notes.append("the first SB3 dump already holds train/*: log_interval > 1; "
+                             "iterations assumed one per dump")
+    cells = []
+    lag_of = sorted(profile.lag.items(), key=lambda kv: -len(kv[0]))
+    iterations = []
+    for it, ts, values in dumps:
+        if it is None and batch and ts is not None and not math.isnan(ts):
+            it = ts / batch
+        iterations.append(it)
+    lagged = not any(it == 1 and any(k.startswith("train/") for k in v) for it, (_, _, v) in zip(iterations, dumps))
+    if not lagged:
+        notes.append("train/* appears in the first dump: not SB3's own one-iteration-late cadence; "
+                     "aligned as written")
+    for it, (_, ts, values) in zip(iterations, dumps):
+        if it is None or math.isnan(it):
+            continue
+        for key, value in values.items():
+            if profile.canonical_name(key) is None:
+                continue
+            lag = next((n for prefix, n in lag_of if key.startswith(prefix)), 0) if lagged else 0
+            update = int(round(it)) - 1 - lag
+            step = (update + 1) * batch if batch else math.nan
+            cells.append((update, key, value, step))
+    return cells
+
+
+# ---- hyperparameters ---------------------------------------------------------------------------
+def _coerce(value: Any) -> Any:
+    if isinstance(value, str):
+        low = value.strip().lower()
+        if low in ("true", "false"):
+            return low == "true"
+        x = number(value)
+        if x is not None:
+            return int(x) if x.is_integer() and "." not in value and "e" not in low else x
+        return value.strip()
+    return value
+
+
+def map_config(profile: Profile, config: dict[str, Any], algo: str,
+               overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The log's hyperparameters in the harness's names (the schema's VISIBLE list), plus the user's
+    ``key=value`` overrides (checked against that list)."""
+    schema = ALGO_SCHEMAS.get(algo)
+    visible = set(schema.VISIBLE) if schema is not None else set()
+    names = profile.hyperparameters or {k: k for k in visible}
+    out: dict[str, Any] = {}
+    for key, value in config.items():
+        target = names.get(key)
+        if target is None:
+            continue
+        if algo == "ppo" and target == "num_iterations":
+            target = "n_epochs"
+        if algo == "grpo" and target == "n_epochs":
+            target = "num_iterations"
+        value = _coerce(value)
+        mapping = profile.values.get(target)
+        if mapping is not None and str(value) in mapping:
+            value = mapping[str(value)]
+        if target in visible and value is not None:
+            out[target] = value
+    for target, (num, den) in profile.derived.items():
+        a, b = number(config.get(num)), number(config.get(den))
+        if target in visible and target not in out and a is not None and b:
+            ratio = a / b
+            out[target] = int(ratio) if float(ratio).is_integer() else ratio
+    for key, value in (overrides or {}).items():
+        if key not in visible:
+            raise ConfigError(f"hyperparameter {key!r} is not one a {algo} config holds; valid choices: "
+                              f"{', '.join(sorted(visible))}")
+        out[key] = _coerce(value) if isinstance(value, str) else value
+    return out
+
+
+# ---- the canonical frame -----------------------------------------------------------------------
+def _infer_algo(profile: Profile, used: dict[str, str], algo: str | None) -> str:
+    if algo is not None:
+        return algo
+    if profile.algo:
+        return profile.algo
+    if any(m in used for m in PPO_ONLY):            # a critic: PPO (verl logs actor/kl_loss either way)
+        return "ppo"
+    if any(m in used for m in GRPO_ONLY) or any(m.startswith("reward/") for m in used):
+        return "grpo"
+    return "grpo" if profile.name in ("trl", "verl") else "ppo"
+
+
+def _resolve_profile(raw: RawLog, profile: str | dict | Profile) -> tuple[Profile, bool]:
+    keys = set(raw.records["key"])
+    if isinstance(profile, str) and profile == "auto":
+        return detect(keys), True
+    prof = load_profile(profile)
+    if not any(prof.known(prof.strip(k)) for k in keys):
+        best = ranking(keys)[0]
+        looks = (f"; its names look like profile={best.profile}" if best.mapped and best.profile != prof.name
+                 else f"; its names: {', '.join(sorted(keys)[:8])}")
+        example = ", ".join(list(prof.columns)[:4])
+        raise ConfigError(f"the log has none of the metrics profile={prof.name} knows (e.g. {example}){looks}")
+    return prof, False
+
+
+def _mismatch_note(raw: RawLog, prof: Profile) -> str | None:
+    """An explicit profile that maps far fewer of the log's names than another one."""
+    keys = set(raw.records["key"])
+    best = ranking(keys)[0]
+    mine = next(m for m in ranking(keys) if m.profile == prof.name)
+    if best.profile != prof.name and best.mapped >= 2 * max(mine.mapped, 1):
+        return (f"profile={prof.name} maps {mine.mapped} of the log's names; they look like "
+                f"profile={best.profile} ({best.mapped})")
+    return None
+
+
+def to_canonical(log: RawLog | pd.DataFrame, profile: str | dict | Profile = "auto",
+                 config: dict[str, Any] | None = None, algo: str | None = None) -> LoadedLog:
+    """A log (a :class:`RawLog` from :func:`harness.logs.read` or :func:`harness.logs.views.render`, or a
+    tidy records frame ``row, step, key, value``) in canonical form under ``profile`` (``auto``: detected).
+    ``config``: the user's hyperparameters (harness names), on top of those the log carries."""
+    raw = log if isinstance(log, RawLog) else RawLog(log)
+    if raw.records.empty:
+        raise ConfigError("the log has no records")
+    prof, detected = _resolve_profile(raw, profile)
+    records = raw.records.copy()
+    records["key"] = records["key"].map(prof.strip)
+    notes = list(raw.notes)
+    if not detected:
+        note = _mismatch_note(raw, prof)
+        if note:
+            notes.append(note)
+    groups = _groups(records)
+    cells = _cells(prof, records, groups, notes)
+
+    # which log key feeds which canonical metric (profile order decides between synonyms)
+    present = list(dict.fromkeys(k for _, k, _, _ in cells))
+    used: dict[str, str] = {}
+    for key in sorted((k for k in present if "#" not in k),
+                      key=lambda k: list(prof.columns).index(k) if k in prof.columns else len(prof.columns)):
+        used.setdefault(prof.canonical_name(key), key)
+    for key in (k for k in present if "#" in k):
+        base, stat = key.split("#")
+        used.setdefault(prof.episodic[base][stat], base)
+
+    all_keys = list(dict.fromkeys(records["key"]))
+    unused = [k for k in all_keys if k not in used.values() and not prof.is_bookkeeping(k)]
+    if not used:
+        raise ConfigError(f"the log has none of the metrics profile={prof.name} knows "
+                          f"(e.g. {', '.join(list(prof.columns)[:4])}); its names: {', '.join(all_keys[:8])}")
+
+    # one row per update: the last value of each metric's source key
+    table: dict[int, dict[str, float]] = {}
+    step_of: dict[int, float] = {}
+    for update, key, value, step in cells:
+        if "#" in key:
+            base, stat = key.split("#")
+            metric, source = prof.episodic[base][stat], base
+        else:
+            metric, source = prof.canonical_name(key), key
+        if used.get(metric) != source:
+            continue
+        table.setdefault(update, {})[metric] = value * float(prof.scale.get(metric, 1.0))
+        if "#" not in key or update not in step_of:
+            step_of[update] = step
+    updates = sorted(table)
+    extra = sorted({m for m in used if m not in CANONICAL})
+    out = pd.DataFrame({"update": np.asarray(updates, dtype="int64"),
+                        "step": np.asarray([step_of.get(u, math.nan) for u in updates], dtype="float64"),
+                        "fault_active": True})
+    for name in (*CANONICAL, *extra):
+        out[name] = np.asarray([table[u].get(name, math.nan) for u in updates], dtype="float64")
+    if "nonfinite" not in used:
+        watched = [c for c in WATCHED if c in used]
+        went_bad = np.zeros(len(out), dtype=bool)
+        for col in watched:
+            values = out[col].to_numpy()
+            present_rows = ~np.isnan(values) | np.isinf(values)
+            seen = np.maximum.accumulate(np.isfinite(values)) if len(values) else values.astype(bool)
+            went_bad |= np.isinf(values) | (np.isnan(values) & np.concatenate([[False], seen[:-1]]) & present_rows)
+        out["nonfinite"] = went_bad.astype(float) if watched else np.nan
+
+    resolved = _infer_algo(prof, used, algo)
+    mapped_config = map_config(prof, raw.config, resolved, config)
+    return LoadedLog(out, prof.name, resolved, used, unused, mapped_config, raw.source, detected, notes)
+
+
+def map_log(df: pd.DataFrame, profile: dict[str, Any] | str | Profile, algo: str | None = None) -> LoadedLog:
+    """A wide frame (one row per logged row, columns = the framework's keys) in canonical form (v1 API)."""
+    rows = []
+    for i, rec in enumerate(df.to_dict("records")):
+        for key, value in rec.items():
+            x = number(value)
+            if x is not None and not math.isnan(x):     # v1: an empty cell is "not logged"
+                rows.append((float(i), math.nan, str(key), x))
+    return to_canonical(RawLog(records_frame(rows)), profile, algo=algo)

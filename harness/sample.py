@@ -1,0 +1,247 @@
+"""Sampled configurations for the diverse labelled dataset (``python -m harness -m +sweep=dataset``).
+
+The *space* (``hydra.sweeper.space`` in conf/sweep/dataset.yaml) says, as data, what is drawn per
+run: a setup (algorithm config, env, backend, budget) by weight; every hyperparameter from a
+distribution covering CleanRL's, SB3/rl-zoo's, TRL's and verl's defaults and common tuned values;
+healthy (a share of the runs) or a fault applicable to the setup, with its severity drawn from its
+own range; an onset (0, or a mid-run update in the first third of training); a seed. Constraints
+(a batch that leaves enough updates in the budget, minibatches no larger than the batch) are met
+by redrawing.
+
+A :class:`Spec` is one drawn run. :func:`specialise` turns a base experiment (composed once per
+setup and fault, as the CLI does) into the spec's experiment without composing again, so
+planning hundreds of unique runs is fast; the run id is the same as composing the spec's
+overrides would give (a test checks).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from harness.config import ConfigError, Experiment
+
+DISTRIBUTIONS = ("const", "choice", "uniform", "loguniform", "int", "logint", "either")
+
+
+def draw(spec: Any, rng: np.random.Generator) -> Any:
+    """One value from ``[kind, ...]``: ``[const, v]``, ``[choice, [a, b, ...]]``, ``[uniform, lo, hi]``,
+    ``[loguniform, lo, hi]``, ``[int, lo, hi]`` (inclusive), ``[logint, lo, hi]`` (inclusive,
+    log-uniform), ``[either, p, A, B]`` (a draw from A with probability p, else from B); a bare
+    value is a constant."""
+    if not isinstance(spec, (list, tuple)) or not spec or spec[0] not in DISTRIBUTIONS:
+        return spec
+    kind, *args = spec
+    if kind == "const":
+        return args[0]
+    if kind == "either":
+        p, first, second = args
+        return draw(first, rng) if rng.random() < p else draw(second, rng)
+    if kind == "choice":
+        options = list(args[0])
+        value = options[int(rng.integers(len(options)))]
+        return value.item() if isinstance(value, np.generic) else value
+    lo, hi = args
+    if kind == "uniform":
+        return float(rng.uniform(lo, hi))
+    if kind == "loguniform":
+        return float(math.exp(rng.uniform(math.log(lo), math.log(hi))))
+    if kind == "int":
+        return int(rng.integers(lo, hi + 1))
+    return int(round(math.exp(rng.uniform(math.log(lo), math.log(hi + 0.999))) - 0.499))
+
+
+def check_distribution(where: str, spec: Any) -> None:
+    if isinstance(spec, (list, tuple)) and spec and isinstance(spec[0], str) and spec[0] not in DISTRIBUTIONS:
+        raise ConfigError(f"{where}={list(spec)}: unknown distribution {spec[0]!r}; valid: {', '.join(DISTRIBUTIONS)}")
+
+
+@dataclass(frozen=True)
+class Spec:
+    """One sampled run: its setup, hyperparameters, fault (with severity and onset) and seed."""
+
+    setup: dict[str, Any]                 # {algo, env, backend, ...} from the space's setups
+    algo: dict[str, Any]                  # sampled algorithm hyperparameters (schema names)
+    env: dict[str, Any]                   # sampled env settings (total_timesteps, kwargs)
+    fault: str
+    fault_params: dict[str, Any]
+    onset: int
+    seed: int
+    index: int
+
+    def overrides(self) -> list[str]:
+        """The command line that trains this run alone (``python -m harness ...``)."""
+        out = [f"algo={self.setup['algo']}", f"env={self.setup['env']}", f"backend={self.setup['backend']}",
+               f"fault={self.fault}", f"seed={self.seed}"]
+        out += [f"algo.{k}={_literal(v)}" for k, v in self.algo.items()]
+        out += [f"env.{k}={_literal(v)}" for k, v in self.env.items() if k != "kwargs"]
+        out += [f"env.kwargs.{k}={_literal(v)}" for k, v in self.env.get("kwargs", {}).items()]
+        out += [f"fault.{k}={_literal(v)}" for k, v in self.fault_params.items()]
+        if self.onset:
+            out.append(f"fault.onset={self.onset}")
+        return out
+
+    def record(self) -> dict[str, Any]:
+        """What meta.json records of the draw (every sampled value)."""
+        return {"index": self.index, "setup": self.setup, "algo": self.algo, "env": self.env,
+                "fault": self.fault, "fault_params": self.fault_params, "onset": self.onset, "seed": self.seed}
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> Spec:
+        return cls(**json.loads(text))
+
+
+def _literal(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if v is None:
+        return "null"
+    return repr(v) if isinstance(v, float) else str(v)
+
+
+def specialise(base: Experiment, spec: Spec) -> Experiment:
+    """The spec's experiment from a base composed with the spec's setup and fault: the sampled
+    hyperparameters, budget, fault parameters, onset and seed replaced and validated."""
+    algo = dataclasses.replace(base.algo, **spec.algo)
+    algo.validate()
+    env_changes = dict(spec.env)
+    if "kwargs" in env_changes:
+        env_changes["kwargs"] = {**base.env.kwargs, **env_changes["kwargs"]}
+    env = dataclasses.replace(base.env, **env_changes)
+    env.validate()
+    fault = dataclasses.replace(base.fault, **spec.fault_params, onset=spec.onset)
+    fault_cfg = {**base.fault_cfg, **spec.fault_params, "onset": spec.onset}
+    return dataclasses.replace(base, algo=algo, env=env, fault=fault, fault_cfg=fault_cfg, seed=spec.seed,
+                               sampled=spec.record())
+
+
+class Space:
+    """The sampling space of conf/sweep/dataset.yaml, validated."""
+
+    def __init__(self, space: Mapping[str, Any]):
+        from faults import FAULTS
+
+        self.setups = [dict(s) for s in space.get("setups") or []]
+        if not self.setups:
+            raise ConfigError("hydra.sweeper.space.setups is empty: nothing to sample")
+        self.hyperparameters = {k: dict(v) for k, v in (space.get("hyperparameters") or {}).items()}
+        self.faults = {k: dict(v or {}) for k, v in (space.get("faults") or {}).items()}
+        self.healthy_share = float(space.get("healthy_share", 0.3))
+        self.mid_onset_share = float(space.get("mid_onset_share", 0.5))
+        self.min_updates = int(space.get("min_updates", 15))
+        self.updates = space.get("updates", ["int", 20, 50])
+        self.max_batch = int(space.get("max_batch", 4096))
+        self.max_cost = float(space.get("max_cost", 20.0))
+        if not 0.25 <= self.healthy_share < 1:
+            raise ConfigError(f"hydra.sweeper.space.healthy_share={self.healthy_share} must be in [0.25, 1)")
+        unknown = sorted(set(self.faults) - set(FAULTS))
+        if unknown:
+            raise ConfigError(f"unknown fault {unknown[0]!r} in hydra.sweeper.space.faults; valid: "
+                              f"{', '.join(sorted(FAULTS))}")
+        for name, params in self.faults.items():
+            valid = set(FAULTS[name].param_docs()) - {"onset"}
+            for p, dist in params.items():
+                if p not in valid:
+                    raise ConfigError(f"unknown parameter {p!r} of fault {name} in hydra.sweeper.space.faults; "
+                                      f"valid: {', '.join(sorted(valid)) or 'none'}")
+                check_distribution(f"hydra.sweeper.space.faults.{name}.{p}", dist)
+        for algo, dists in self.hyperparameters.items():
+            for k, dist in dists.items():
+                check_distribution(f"hydra.sweeper.space.hyperparameters.{algo}.{k}", dist)
+        for s in self.setups:
+            for key in ("algo", "env", "backend", "algo_name"):
+                if key not in s:
+                    raise ConfigError(f"hydra.sweeper.space.setups entry {s} needs {key}")
+
+    def applicable_faults(self, setup: dict[str, Any]) -> list[str]:
+        from faults import FAULTS
+
+        return sorted(n for n, cls in FAULTS.items() if n != "none" and setup["algo_name"] in cls.algos
+                      and setup["backend"] in cls.backends)
+
+    def _hyperparameters(self, setup: dict[str, Any], rng: np.random.Generator) -> tuple[dict, dict]:
+        """Draw the hyperparameters and the number of updates until the run fits: a batch no larger
+        than ``max_batch``, minibatches no more than samples, and an estimated cost (seconds on one
+        core, :func:`estimated_cost`) no more than ``max_cost``."""
+        dists = {**self.hyperparameters.get(setup["algo_name"], {}), **(setup.get("hyperparameters") or {})}
+        for _ in range(10000):
+            hp = {k: draw(v, rng) for k, v in dists.items()}
+            batch, per_update = batch_of(setup["algo_name"], hp, setup)
+            updates = int(draw(setup.get("updates", self.updates), rng))
+            if (batch <= self.max_batch and hp.get("n_minibatches", 1) <= batch and updates >= self.min_updates
+                    and estimated_cost(setup, hp, updates) <= self.max_cost):
+                env = {"total_timesteps": per_update * updates}
+                kwargs = {k: draw(v, rng) for k, v in (setup.get("env_kwargs") or {}).items()}
+                if kwargs:
+                    env["kwargs"] = kwargs
+                return hp, env
+        raise ConfigError(f"hydra.sweeper.space: no draw of {setup['algo']} hyperparameters on {setup['env']} fits "
+                          f"max_cost={self.max_cost} s with >= {self.min_updates} updates (widen the ranges)")
+
+    def sample(self, size: int, seed: int, n_updates) -> list[Spec]:
+        """``size`` specs; ``n_updates(spec_without_onset)`` gives a run's planned updates (for the
+        mid-run onset)."""
+        rng = np.random.default_rng(seed)
+        weights = np.array([float(s.get("weight", 1.0)) for s in self.setups])
+        specs = []
+        for index in range(size):
+            setup = self.setups[int(rng.choice(len(self.setups), p=weights / weights.sum()))]
+            hp, env = self._hyperparameters(setup, rng)
+            faults = self.applicable_faults(setup)
+            healthy = rng.random() < self.healthy_share or not faults or setup.get("healthy_only", False)
+            fault = "none" if healthy else faults[int(rng.integers(len(faults)))]
+            params = {k: draw(v, rng) for k, v in self.faults.get(fault, {}).items()}
+            run_seed = int(rng.integers(0, 2**31 - 1))
+            spec = Spec(setup=setup, algo=hp, env=env, fault=fault, fault_params=params, onset=0, seed=run_seed,
+                        index=index)
+            if fault != "none" and rng.random() < self.mid_onset_share:
+                n = n_updates(spec)
+                spec = dataclasses.replace(spec, onset=int(rng.integers(1, max(2, n // 3 + 1))))
+            specs.append(spec)
+        return specs
+
+
+#: seconds on one core per vector-env step call, per env step, per optimizer step (measured on the
+#: native CartPole setup; a setup's ``cost`` multiplies the env terms: slower envs, SB3)
+COST = {"call": 3e-4, "env_step": 4e-6, "opt_step": 6e-4, "update": 2e-3, "run": 1.5}
+
+
+def estimated_cost(setup: Mapping[str, Any], hp: Mapping[str, Any], updates: int) -> float:
+    """A run's rough training time in seconds on one core (to keep the dataset sweep's runs short)."""
+    factor = float(setup.get("cost", 1.0))
+    if setup["algo_name"] == "grpo":
+        batch, _ = batch_of("grpo", hp, setup)
+        tokens = int(setup.get("tokens_per_completion", 1))
+        generate = tokens * (COST["call"] + batch * COST["env_step"] * 4)
+        train = int(hp.get("num_iterations", 1)) * int(hp.get("n_minibatches", 1)) * COST["opt_step"] * 4
+        return COST["run"] + updates * factor * (generate + train + batch * tokens * COST["env_step"] * 8)
+    n_steps, num_envs = int(hp.get("n_steps", 128)), int(hp.get("num_envs", 16))
+    rollout = n_steps * COST["call"] + n_steps * num_envs * COST["env_step"]
+    train = int(hp.get("n_epochs", 1)) * int(hp.get("n_minibatches", 1)) * COST["opt_step"]
+    return COST["run"] + updates * (factor * rollout + train + COST["update"])
+
+
+def batch_of(algo: str, hp: Mapping[str, Any], setup: Mapping[str, Any]) -> tuple[int, int]:
+    """(samples per batch, env steps per update) of a draw."""
+    if algo == "grpo":
+        batch = int(hp.get("n_prompts", setup.get("n_prompts", 16))) * int(hp.get("group_size", setup.get("group_size", 8)))
+        return batch, batch * int(setup.get("tokens_per_completion", 1))
+    batch = int(hp.get("num_envs", setup.get("num_envs", 16))) * int(hp.get("n_steps", setup.get("n_steps", 128)))
+    return batch, batch
+
+
+def digest(specs: Sequence[Spec]) -> str:
+    return hashlib.sha256("\n".join(s.to_json() for s in specs).encode()).hexdigest()[:12]
+
+
+__all__ = ["Space", "Spec", "batch_of", "draw", "specialise"]

@@ -1,0 +1,283 @@
+"""harness.logs: reading real framework logs, views of stored runs, export and read-back."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from harness.config import ConfigError
+from harness.detection.base import opaque_id
+from harness.logs import RawLog, load_log, read, to_canonical
+from harness.logs.views import StoredRun, render
+from harness.logs.writers import FORMATS, write
+from tests.helpers import train
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "tests" / "data"
+CATALOGUE = ROOT / "results" / "catalogue"
+CLEANRL_RUN = DATA / "cleanrl" / "CartPole-v1__ppo__1__1795358967"
+
+
+def command(module: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", module, *args], capture_output=True, text=True, cwd=ROOT,
+                          timeout=180)
+
+
+def ranked(stdout: str) -> list[str]:
+    return [line.split()[1] for line in stdout.splitlines() if line.strip()[:2].strip(".").isdigit()]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> tuple[Path, str, str]:
+    """A short PPO run (tiny clip: clipping acts) and a short GRPO run, stored for real."""
+    store = tmp_path_factory.mktemp("store")
+    ppo = train(["fault=tiny_clip", "env.total_timesteps=4096", "algo.n_steps=64", f"results_dir={store}"])
+    grpo = train(["algo=grpo", "env=toyseq", "env.total_timesteps=3072", f"results_dir={store}"])
+    return store, ppo.run_id, grpo.run_id
+
+
+# ---- real framework logs ----------------------------------------------------------------------
+def test_cleanrl_run_dir_written_by_cleanrl_ppo():
+    """runs/<run_name> as cleanrl/ppo.py wrote it (8 iterations of 512 steps): losses per update,
+    episodes aggregated per update's rollout, value loss rescaled, hyperparameters from its text summary."""
+    log = load_log(DATA / "cleanrl")
+    assert log.profile == "cleanrl" and log.detected and log.algo == "ppo"
+    m = log.metrics
+    assert list(m["update"]) == list(range(8)) and list(m["step"]) == [512.0 * (i + 1) for i in range(8)]
+    events = read(CLEANRL_RUN).records
+    logged_v = events[events["key"] == "losses/value_loss"]["value"].to_numpy()
+    np.testing.assert_allclose(m["value_loss"], 2 * logged_v)          # CleanRL logs 0.5 x MSE
+    ep = events[events["key"] == "charts/episodic_return"]
+    first = ep[ep["step"] <= 512]["value"]
+    assert m["return_mean"].iloc[0] == pytest.approx(first.mean()) and m["return_std"].iloc[0] == pytest.approx(first.std(ddof=0))
+    assert log.config["lr"] == 2.5e-4 and log.config["n_epochs"] == 4 and log.config["clip_range"] == 0.2
+    assert log.unused == ["charts/SPS"]
+
+
+def test_sb3_progress_and_tensorboard_written_by_sb3(tmp_path):
+    """SB3's own logger (csv, json, tensorboard): train/* one iteration late, aligned per update."""
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.logger import configure
+
+    model = PPO("MlpPolicy", "CartPole-v1", n_steps=64, batch_size=32, n_epochs=2, seed=0, device="cpu")
+    model.set_logger(configure(str(tmp_path / "sb3"), ["csv", "json", "tensorboard"]))
+    model.learn(total_timesteps=64 * 5)
+    model.save(tmp_path / "sb3" / "ppo_cartpole.zip")
+    csv = load_log(tmp_path / "sb3" / "progress.csv")
+    assert csv.profile == "sb3" and csv.detected and len(csv.metrics) == 5
+    progress = pd.read_csv(tmp_path / "sb3" / "progress.csv")
+    assert progress["train/clip_fraction"].isna().iloc[0]                       # the first dump has no train/*
+    np.testing.assert_array_equal(csv.metrics["clipfrac"].iloc[:4], progress["train/clip_fraction"].iloc[1:])
+    assert np.isnan(csv.metrics["clipfrac"].iloc[4])                             # the last train() is never dumped
+    np.testing.assert_allclose(csv.metrics["entropy"].iloc[:4], -progress["train/entropy_loss"].iloc[1:])
+    assert csv.config["n_steps"] == 64 and csv.config["n_minibatches"] == 2 and csv.config["n_epochs"] == 2
+    js = load_log(tmp_path / "sb3" / "progress.json")
+    pd.testing.assert_frame_equal(js.metrics, csv.metrics)
+    events = sorted((tmp_path / "sb3").glob("events.out.tfevents*"))
+    tb = to_canonical(read(events[0]), "auto")
+    assert tb.profile == "sb3"
+    cols = ["clipfrac", "approx_kl", "policy_loss", "return_mean", "lr"]
+    np.testing.assert_allclose(tb.metrics[cols], csv.metrics[cols].astype(np.float32), rtol=1e-6)
+    assert list(tb.metrics["step"]) == list(csv.metrics["step"]) == [64.0 * (i + 1) for i in range(5)]
+
+
+def test_sb3_fixture_at_defaults_directory_prefers_progress_csv():
+    """tests/data/sb3: SB3's PPO at its defaults (4 iterations of 2048 steps), all three logger outputs."""
+    in_dir = load_log(DATA / "sb3")
+    assert in_dir.source.startswith("CSV") and in_dir.metrics.equals(load_log(DATA / "sb3" / "progress.csv").metrics)
+    tb = load_log(next((DATA / "sb3").glob("events*")))
+    np.testing.assert_allclose(tb.metrics["approx_kl"], in_dir.metrics["approx_kl"].astype(np.float32), rtol=1e-6)
+    assert in_dir.metrics["lr"].iloc[0] == 3e-4 and np.isnan(in_dir.metrics["lr"].iloc[-1])
+
+
+def test_trl_trainer_state_and_tensorboard_written_by_grpo_trainer():
+    """trainer_state.json and the TensorBoard run of a real GRPOTrainer (num_iterations=2): reward only
+    on generating steps, one row per optimizer step, the same values in both."""
+    state = load_log(DATA / "trl" / "checkpoint-6" / "trainer_state.json")
+    assert state.profile == "trl" and state.algo == "grpo" and list(state.metrics["step"]) == [1, 2, 3, 4, 5, 6]
+    assert state.metrics["reward_mean"].notna().tolist() == [True, False] * 3
+    assert state.metrics["kl_ref"].notna().all() and set(state.used) >= {"reward/digits", "reward/short"}
+    assert load_log(DATA / "trl" / "checkpoint-6").metrics.equals(state.metrics)   # the checkpoint directory
+    assert load_log(DATA / "trl").metrics.equals(state.metrics)        # output_dir: its latest checkpoint
+    tb = load_log(DATA / "trl" / "runs" / "Nov22_14-54-31_vm")
+    assert tb.profile == "trl"
+    np.testing.assert_allclose(tb.metrics[["loss", "reward_mean", "kl_ref"]],
+                               state.metrics[["loss", "reward_mean", "kl_ref"]].astype(np.float32), rtol=1e-6)
+    assert tb.config["group_size"] == 4 and tb.config["num_iterations"] == 2 and tb.config["beta"] == 0.04
+
+
+def test_verl_console_logs():
+    """verl console lines with the Ray prefix, a val-only step:0, noise lines; and the older :.3f format."""
+    log = load_log(DATA / "verl" / "console.log")
+    assert log.profile == "verl" and log.algo == "grpo" and list(log.metrics["step"]) == list(range(1, 13))
+    assert log.metrics["reward_mean"].is_monotonic_increasing and "val-core/openai/gsm8k/acc/mean@1" in log.unused
+    old = load_log(DATA / "verl" / "console_v03.log")
+    assert old.profile == "verl" and len(old.metrics) == 6 and old.used["entropy"] == "actor/entropy_loss"
+
+
+@pytest.mark.parametrize("log, dialect", [
+    (CLEANRL_RUN, "cleanrl"), (DATA / "trl" / "checkpoint-6" / "trainer_state.json", "trl"),
+    (DATA / "verl" / "console.log", "verl"), (DATA / "sb3" / "progress.csv", "sb3"),
+])
+def test_diagnose_ranks_real_logs_without_a_profile(log, dialect):
+    out = command("harness.diagnose", f"log={log}", f"catalogue={CATALOGUE}")
+    assert out.returncode == 0, out.stderr
+    assert f"dialect: {dialect} (detected from its names)" in out.stdout and "mapped: " in out.stdout
+    assert len(ranked(out.stdout)) >= 2
+
+
+# ---- views and the round trip -------------------------------------------------------------------
+@pytest.mark.parametrize("algo, profile", [("ppo", "canonical"), ("ppo", "cleanrl"), ("ppo", "sb3"), ("ppo", "verl"),
+                                           ("grpo", "canonical"), ("grpo", "trl"), ("grpo", "verl")])
+def test_export_reads_back_as_the_view(runs, tmp_path, algo, profile):
+    """to_canonical(render(run, p), p) in memory equals reading each exported format back (auto-detected);
+    TensorBoard stores float32 scalars, as the frameworks' own writers do."""
+    store, ppo, grpo = runs
+    raw = render(StoredRun.load(store, ppo if algo == "ppo" else grpo), profile)
+    for fmt in FORMATS:
+        write(raw, profile, fmt, tmp_path / fmt)
+        back = load_log(tmp_path / fmt)
+        float32 = fmt == "tensorboard" or (fmt == "native" and profile == "cleanrl")
+        mem = RawLog(raw.records.assign(value=raw.records["value"].astype(np.float32).astype(float)), raw.config) \
+            if float32 else raw
+        expected = to_canonical(mem, profile)
+        assert back.profile == profile, fmt
+        pd.testing.assert_frame_equal(back.metrics, expected.metrics, check_exact=True, obj=f"{profile} {fmt}")
+        if not (fmt == "native" and profile in ("trl", "verl", "sb3")):   # their own files carry no config
+            assert back.config == expected.config, fmt
+        for path in (tmp_path / fmt).rglob("*"):                           # no label in the log or its config
+            if path.is_file():
+                data = path.read_bytes()
+                assert not any(word in data for word in (b"tiny_clip", b"is_control", b"onset", b"variant")), path
+
+
+def test_views_follow_each_frameworks_definitions(runs):
+    store, ppo, grpo = runs
+    run = StoredRun.load(store, ppo)
+    steps, m = run.steps, run.metrics
+    cleanrl = to_canonical(render(run, "cleanrl"), "cleanrl").metrics
+    last = steps.groupby("update").tail(1).set_index("update")
+    np.testing.assert_allclose(cleanrl["approx_kl"], last["approx_kl"])           # last minibatch
+    np.testing.assert_allclose(cleanrl["clipfrac"], m["clipfrac"])                 # all minibatches
+    sb3 = to_canonical(render(run, "sb3"), "sb3").metrics
+    last_epoch = steps[steps["epoch"] == steps.groupby("update")["epoch"].transform("max")]
+    np.testing.assert_allclose(sb3["approx_kl"].iloc[:-1], last_epoch.groupby("update")["approx_kl"].mean().iloc[:-1])
+    np.testing.assert_allclose(sb3["entropy"].iloc[:-1], m["entropy"].iloc[:-1])
+    assert np.isnan(sb3["approx_kl"].iloc[-1])
+    window = run.episodes[run.episodes["update"] <= 1]["env_return"].tail(100).mean()
+    assert sb3["return_mean"].iloc[1] == pytest.approx(window)                   # Monitor, last 100 episodes
+    g = StoredRun.load(store, grpo)
+    trl = to_canonical(render(g, "trl"), "trl").metrics
+    assert len(trl) == len(g.steps) and trl["reward_mean"].notna().sum() == len(g.metrics)
+    np.testing.assert_allclose(trl["kl_ref"], g.steps["kl_ref"])                   # beta != 0: kl per step
+    verl = to_canonical(render(g, "verl"), "verl").metrics
+    np.testing.assert_allclose(verl["policy_loss"], g.steps.groupby("update")["policy_loss"].sum())
+
+
+def test_export_sb3_tensorboard_clip_fraction_and_diagnose_reads_it_back(runs, tmp_path):
+    store, ppo, _ = runs
+    out = tmp_path / "export"
+    res = command("harness.export", f"run={ppo}", "profile=sb3", "format=tensorboard", f"out={out}",
+                  f"results_dir={store}")
+    assert res.returncode == 0, res.stderr
+    oid = opaque_id(ppo)
+    labels = json.loads((out / "labels.json").read_text())
+    assert labels[oid]["fault"] == "tiny_clip" and labels[oid]["run_id"] == ppo
+    events = read(out / oid).records
+    clip = events[events["key"] == "train/clip_fraction"].sort_values("step")
+    metrics = StoredRun.load(store, ppo).metrics
+    batch = 16 * 64
+    # the value SB3 writes at iteration i (step i * batch) is update i - 2's (written one iteration late)
+    assert list(clip["step"]) == [batch * i for i in range(2, len(metrics) + 1)]
+    np.testing.assert_array_equal(clip["value"], metrics["clipfrac"].iloc[:-1].astype(np.float32))
+    for path in (out / oid).rglob("*"):
+        data = path.read_bytes()
+        assert b"tiny_clip" not in data and ppo.encode() not in data and b"onset" not in data
+    diag = command("harness.diagnose", f"log={out}", f"run={oid}", f"catalogue={CATALOGUE}")
+    assert diag.returncode == 0, diag.stderr
+    assert "dialect: sb3 (detected from its names)" in diag.stdout and "train/clip_fraction -> clipfrac" in diag.stdout
+
+
+def test_a_profile_for_another_algorithm_is_one_line(runs, tmp_path):
+    store, _, grpo = runs
+    out = command("harness.export", f"run={grpo}", "profile=sb3", f"out={tmp_path}", f"results_dir={store}")
+    assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, out.stderr
+    assert "profile=sb3 logs PPO runs only" in out.stderr
+
+
+# ---- bad input: one line, exit 2 ------------------------------------------------------------------
+def _bad_inputs(tmp: Path) -> dict[str, tuple[list[str], str]]:
+    (tmp / "empty.csv").write_text("")
+    (tmp / "noise.bin").write_bytes(bytes(range(256)) * 8)
+    event = next(CLEANRL_RUN.glob("events*"))
+    (tmp / "cut").mkdir()
+    (tmp / "cut" / event.name).write_bytes(event.read_bytes()[:120])
+    (tmp / "nolog").mkdir()
+    (tmp / "nolog" / "notes.md").write_text("no log here\n")
+    for name in ("a", "b"):
+        shutil.copytree(CLEANRL_RUN, tmp / "many" / name)
+    return {
+        "empty": ([f"log={tmp / 'empty.csv'}"], "is empty"),
+        "binary": ([f"log={tmp / 'noise.bin'}"], "is not a TensorBoard event file"),
+        "truncated": ([f"log={tmp / 'cut'}"], "hold no scalars"),
+        "no log": ([f"log={tmp / 'nolog'}"], "no training log in this directory; looked for TensorBoard event files"),
+        "wrong profile": ([f"log={CLEANRL_RUN}", "profile=verl"], "its names look like profile=cleanrl"),
+        "several runs": ([f"log={tmp / 'many'}"], "holds 2 runs; choose one with run=NAME: a, b"),
+    }
+
+
+@pytest.mark.parametrize("case", ["empty", "binary", "truncated", "no log", "wrong profile", "several runs"])
+def test_bad_input_is_one_line(tmp_path, case):
+    args, message = _bad_inputs(tmp_path)[case]
+    out = command("harness.diagnose", *args, f"catalogue={CATALOGUE}")
+    assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, out.stderr
+    assert message in out.stderr, out.stderr
+
+
+def test_partial_files_are_read_up_to_the_last_complete_record(tmp_path):
+    event = next(CLEANRL_RUN.glob("events*"))
+    data = event.read_bytes()
+    (tmp_path / event.name).write_bytes(data[: len(data) - 40])
+    cut = load_log(tmp_path / event.name)
+    full = load_log(event)
+    assert 0 < len(cut.metrics) <= len(full.metrics)
+    pd.testing.assert_frame_equal(cut.metrics.iloc[:-1], full.metrics.iloc[: len(cut.metrics) - 1])
+    lines = (DATA / "verl" / "console.log").read_text().splitlines(keepends=True)
+    (tmp_path / "console.log").write_text("".join(lines[:9]) + lines[9][:200])      # a line being written
+    assert list(load_log(tmp_path / "console.log").metrics["step"]) == [1, 2, 3, 4]   # step 5 is not complete
+    (tmp_path / "progress.csv").write_text("time/iterations,train/approx_kl,train/clip_fraction\n1,,\n2,0.01,0.1\n3,0.0")
+    assert load_log(tmp_path / "progress.csv").metrics["approx_kl"].tolist() == [0.01]
+    with pytest.raises(ConfigError, match="choose one with run=NAME: a, b"):
+        for name in ("a", "b"):
+            shutil.copytree(CLEANRL_RUN, tmp_path / "many" / name)
+        read(tmp_path / "many")
+    assert load_log(tmp_path / "many", run="b").metrics.equals(load_log(CLEANRL_RUN).metrics)
+
+
+def test_wandb_history_export_of_a_trl_run(tmp_path):
+    """run.history() as CSV: W&B bookkeeping columns, TRL's train/ prefix, empty cells where a key was
+    not logged at that step (reward only on generating steps)."""
+    state = load_log(DATA / "trl" / "checkpoint-6" / "trainer_state.json")
+    rows = json.loads((DATA / "trl" / "checkpoint-6" / "trainer_state.json").read_text())["log_history"]
+    history = pd.DataFrame([{"_step": i, "_runtime": 1.5 * i, "_timestamp": 1.7e9 + i,
+                             "train/global_step": r["step"], **{f"train/{k}": v for k, v in r.items() if k != "step"}}
+                            for i, r in enumerate(rows)])
+    history.to_csv(tmp_path / "history.csv", index=False)
+    wandb = load_log(tmp_path / "history.csv")
+    assert wandb.profile == "trl" and "_runtime" not in wandb.unused
+    pd.testing.assert_frame_equal(wandb.metrics, state.metrics)
+
+
+def test_hyperparameters_from_the_command_line(tmp_path):
+    out = command("harness.diagnose", f"log={DATA / 'sb3' / 'progress.csv'}", "+hp.lr=3e-4", "+hp.n_epochs=10",
+                  f"catalogue={CATALOGUE}")
+    assert out.returncode == 0 and "config: lr=0.0003, n_epochs=10" in out.stdout, out.stderr
+    bad = command("harness.diagnose", f"log={DATA / 'sb3' / 'progress.csv'}", "+hp.lr_typo=3", f"catalogue={CATALOGUE}")
+    assert bad.returncode == 2 and "hyperparameter 'lr_typo' is not one a ppo config holds" in bad.stderr
