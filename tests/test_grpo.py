@@ -108,7 +108,7 @@ def test_zero_reward_freezes_grpo(beta, store_dir):
     assert (active["policy_loss"] == 0).all()
     if beta == "0.0":       # no KL term: nothing moves (with beta > 0 the KL gradient is 0 only at the start)
         assert (active["grad_norm"] == 0).all() and (active["param_delta"] == 0).all()
-    assert twin.metrics["reward_mean"].iloc[-5:].mean() > twin.metrics["reward_mean"].iloc[:5].mean() + 0.1
+    assert twin.metrics["reward_mean"].iloc[-5:].mean() > twin.metrics["reward_mean"].iloc[:5].mean() + 0.05
 
 
 def test_reference_not_frozen_measures_only_the_drift_within_an_update(store_dir):
