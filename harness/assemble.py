@@ -21,6 +21,22 @@ from harness.config import (
 from harness.envs import check_env
 
 
+GRPO_ENVS = {"harness/ToySeq-v0": "toyseq", "harness/HighDim-v0": "highdim"}
+
+
+def check_grpo_env(algo, env: EnvConfig) -> None:
+    """GRPO generates token sequences (env=toyseq) or high-dimensional samples (env=highdim);
+    completions must fit in what the token env accepts."""
+    if env.id not in GRPO_ENVS:
+        raise ConfigError(f"algo=grpo generates token sequences or high-dimensional samples: it needs "
+                          f"env={' or env='.join(GRPO_ENVS.values())}, not env={env.name}")
+    if env.id == "harness/ToySeq-v0":
+        capacity = env.kwargs.get("max_len", 10)
+        if algo.max_new_tokens > capacity:
+            raise ConfigError(f"algo.max_new_tokens={algo.max_new_tokens} exceeds the longest completion the "
+                              f"task accepts (env.kwargs.max_len={capacity})")
+
+
 def load_experiment(cfg: DictConfig) -> Experiment:
     """Validate a composed config and build the experiment; raises ConfigError."""
     check_range("", "seed", cfg.seed, ge=0, le=2**32 - 1, kind=int)
@@ -36,8 +52,10 @@ def load_experiment(cfg: DictConfig) -> Experiment:
         raise ConfigError(f"unknown backend {backend.name!r}; valid choices: {', '.join(BACKENDS)}")
     if backend.name == "sb3" and algo.name != "ppo":
         raise ConfigError(f"backend=sb3 runs stable-baselines3's PPO; algo={algo.name} runs on backend=native")
-    if algo.name == "grpo" and env.id != "harness/ToySeq-v0":
-        raise ConfigError(f"algo=grpo generates token sequences: it needs env=toyseq, not env={env.name}")
+    if algo.name == "grpo":
+        check_grpo_env(algo, env)
+    elif env.id == "harness/HighDim-v0":
+        raise ConfigError(f"env=highdim scores whole high-dimensional samples: it runs with algo=grpo, not algo={algo.name}")
     fault_cfg = OmegaConf.to_container(cfg.fault, resolve=True)
     fault = checked_fault(fault_cfg, algo.name, backend.name)
     return Experiment(algo=configured_algo(fault, algo, backend.name), env=env, backend=backend, fault=fault,

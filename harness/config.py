@@ -128,7 +128,10 @@ class PPOConfig:
 
 #: schema fields that are the harness's own bookkeeping (the algorithm's name, the look-alike
 #: control flag and its variant): never shown to a detector, never in an exported log
-HIDDEN: tuple[str, ...] = ("name", "is_control", "variant")
+HIDDEN: tuple[str, ...] = ("name", "is_control", "variant",
+                           # GRPO: how the harness made the start checkpoint (a user's RL config names a
+                           # checkpoint, not the supervised run that produced it)
+                           "sft_steps", "sft_lr", "sft_batch", "sft_digit_noise", "sft_format_noise", "sft_seed")
 
 
 def visible_config(algo: str, configured: dict[str, Any]) -> dict[str, Any]:
@@ -150,6 +153,27 @@ def setup_label(algo: str, variant: str, env: str, backend: str) -> str:
 
 GRPO_SCALES = ("group", "batch", "none")
 LOSS_AGGS = ("token_mean", "seq_mean")
+GRPO_MODELS = ("transformer", "mlp")
+SAMPLER_PRECISIONS = ("fp32", "bf16", "fp16")
+#: importance-sampling correction of the sampler/trainer mismatch: TRL's vllm_importance_sampling_mode
+#: (truncate = TIS, mask = MIS; per token or per sequence), or none
+IS_CORRECTIONS = ("none", "token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
+KL_ESTIMATORS = ("k1", "k2", "k3")
+
+
+@dataclass
+class ModelConfig:
+    """The GRPO policy network (conf/model/*.yaml; conf/algo/grpo.yaml copies it into the algo
+    config, where detectors see it): a Llama-architecture causal transformer or the v1 MLP."""
+
+    name: str = "transformer"
+    n_layers: int = 2
+    d_model: int = 64
+    n_heads: int = 4
+    d_ff: int = 172
+    tie_embeddings: bool = False
+    dropout: float = 0.0
+    hidden: int = 256                # MLP width (model=mlp)
 
 
 @dataclass
@@ -163,19 +187,54 @@ class GRPOConfig:
     n_minibatches: int = MISSING     # completions are split into this many minibatches
     lr: float = MISSING
     clip_range: float = MISSING      # TRL epsilon, verl clip_ratio
-    beta: float = MISSING            # k3 KL penalty to the frozen reference (TRL beta, verl kl_loss_coef)
+    log_ratio_clamp: float = MISSING  # |log r| is clamped to this before exp (verl: 20; 0 = off, as TRL)
+    beta: float = MISSING            # KL penalty to the frozen reference (TRL beta, verl kl_loss_coef)
     scale: str = MISSING             # advantage scale: group | batch | none (TRL scale_rewards)
     loss_agg: str = MISSING          # token_mean | seq_mean (verl loss_agg_mode)
     adv_eps: float = MISSING         # (r - mean) / (std + adv_eps)
     ent_coef: float = MISSING
     max_grad_norm: float = MISSING
-    hidden: int = MISSING
+    # the policy (conf/model/): transformer (Llama architecture) or mlp
+    model: str = MISSING
+    n_layers: int = MISSING          # num_hidden_layers
+    d_model: int = MISSING           # hidden_size
+    n_heads: int = MISSING           # num_attention_heads
+    d_ff: int = MISSING              # intermediate_size
+    tie_embeddings: bool = MISSING   # tie_word_embeddings
+    dropout: float = MISSING         # attention_dropout
+    hidden: int = MISSING            # MLP width (model=mlp)
+    # generation (the sampler: vLLM beside the trainer)
+    max_new_tokens: int = MISSING    # TRL max_completion_length, verl response_length
+    temperature: float = MISSING
+    top_p: float = MISSING
+    top_k: int = MISSING             # 0 = off
+    sampler_precision: str = MISSING  # fp32 | bf16 | fp16 (vLLM dtype)
+    sync_every: int = MISSING        # the sampler loads the trainer's weights every k updates
+    sampler_lag: int = MISSING       # asynchronous rollouts: the sampler's weights are this many updates old
+    use_sampler_logprobs: bool = MISSING  # old log-probs = the sampler's (verl bypass) instead of recomputed
+    is_correction: str = MISSING     # TRL vllm_importance_sampling_mode (or none)
+    is_clip_max: float = MISSING     # TRL vllm_importance_sampling_clip_max (TIS cap / MIS upper bound)
+    is_clip_min: float = MISSING     # TRL vllm_importance_sampling_clip_min (0 = none)
+    kl_estimator: str = MISSING      # k3 (TRL, verl low_var_kl) | k2 | k1
+    kl_is_weight: bool = MISSING     # multiply the KL term by the ratio (TRL use_bias_correction_kl)
+    grad_accum: int = MISSING        # micro-batches per minibatch (gradient accumulation steps)
+    # the supervised warm-up that makes the start checkpoint and the frozen reference
+    sft_steps: int = MISSING
+    sft_lr: float = MISSING
+    sft_batch: int = MISSING
+    sft_digit_noise: float = MISSING   # share of answer digits replaced in the demonstrations
+    sft_format_noise: float = MISSING  # share of demonstrations with a format error
+    sft_seed: int = MISSING
     is_control: bool = False         # see PPOConfig
     variant: str = "default"
 
     VISIBLE: ClassVar[tuple[str, ...]] = (
-        "n_prompts", "group_size", "num_iterations", "n_minibatches", "lr", "clip_range", "beta", "scale",
-        "loss_agg", "adv_eps", "ent_coef", "max_grad_norm", "hidden")
+        "n_prompts", "group_size", "num_iterations", "n_minibatches", "lr", "clip_range", "log_ratio_clamp", "beta",
+        "scale", "loss_agg", "adv_eps", "ent_coef", "max_grad_norm",
+        "model", "n_layers", "d_model", "n_heads", "d_ff", "tie_embeddings", "dropout", "hidden",
+        "max_new_tokens", "temperature", "top_p", "top_k", "sampler_precision", "sync_every", "sampler_lag",
+        "use_sampler_logprobs", "is_correction", "is_clip_max", "is_clip_min", "kl_estimator", "kl_is_weight",
+        "grad_accum")
 
     # the shared update core reads these names
     @property
@@ -188,22 +247,50 @@ class GRPOConfig:
     def batch_size(self) -> int:
         return self.n_prompts * self.group_size
 
+    def sft_config(self) -> dict[str, Any]:
+        """What the warm-up checkpoint depends on in this config (the model and the SFT settings)."""
+        names = ("model", "n_layers", "d_model", "n_heads", "d_ff", "tie_embeddings", "dropout", "hidden",
+                 "sft_steps", "sft_lr", "sft_batch", "sft_digit_noise", "sft_format_noise", "sft_seed")
+        return {n: getattr(self, n) for n in names}
+
     def validate(self) -> None:
-        for name in ("n_prompts", "num_iterations", "n_minibatches", "hidden"):
+        for name in ("n_prompts", "num_iterations", "n_minibatches", "hidden", "n_layers", "d_model", "n_heads",
+                     "d_ff", "max_new_tokens", "sync_every", "grad_accum", "sft_batch"):
             check_range("algo", name, getattr(self, name), ge=1, kind=int)
         check_range("algo", "group_size", self.group_size, ge=2, kind=int)
         check_range("algo", "lr", self.lr, gt=0, le=10)
         check_range("algo", "clip_range", self.clip_range, gt=0, le=10)
+        check_range("algo", "log_ratio_clamp", self.log_ratio_clamp, ge=0, le=88)
         check_range("algo", "beta", self.beta, ge=0, le=100)
         check_range("algo", "adv_eps", self.adv_eps, gt=0, le=1)
         check_range("algo", "ent_coef", self.ent_coef, ge=-1, le=1)
         check_range("algo", "max_grad_norm", self.max_grad_norm, gt=0)
-        for name, choices in (("scale", GRPO_SCALES), ("loss_agg", LOSS_AGGS)):
+        check_range("algo", "dropout", self.dropout, ge=0, lt=1)
+        check_range("algo", "temperature", self.temperature, gt=0, le=10)
+        check_range("algo", "top_p", self.top_p, gt=0, le=1)
+        check_range("algo", "top_k", self.top_k, ge=0, kind=int)
+        check_range("algo", "sampler_lag", self.sampler_lag, ge=0, le=64, kind=int)
+        check_range("algo", "is_clip_max", self.is_clip_max, gt=1)
+        check_range("algo", "is_clip_min", self.is_clip_min, ge=0, lt=1)
+        check_range("algo", "sft_steps", self.sft_steps, ge=0, le=100_000, kind=int)
+        check_range("algo", "sft_lr", self.sft_lr, gt=0, le=1)
+        check_range("algo", "sft_digit_noise", self.sft_digit_noise, ge=0, le=1)
+        check_range("algo", "sft_format_noise", self.sft_format_noise, ge=0, le=1)
+        check_range("algo", "sft_seed", self.sft_seed, ge=0, le=2**32 - 1, kind=int)
+        for name, choices in (("scale", GRPO_SCALES), ("loss_agg", LOSS_AGGS), ("model", GRPO_MODELS),
+                              ("sampler_precision", SAMPLER_PRECISIONS), ("is_correction", IS_CORRECTIONS),
+                              ("kl_estimator", KL_ESTIMATORS)):
             if getattr(self, name) not in choices:
                 raise ConfigError(f"algo.{name}={getattr(self, name)!r}; valid choices: {', '.join(choices)}")
+        if self.d_model % self.n_heads or (self.d_model // self.n_heads) % 2:
+            raise ConfigError(f"algo.d_model={self.d_model} must split into n_heads={self.n_heads} heads of an "
+                              "even size (rotary embeddings rotate pairs)")
         if self.n_minibatches > self.batch_size:
             raise ConfigError(f"algo.n_minibatches={self.n_minibatches} exceeds the "
                               f"{self.batch_size} completions per batch (n_prompts * group_size)")
+        if self.n_minibatches * self.grad_accum > self.batch_size:
+            raise ConfigError(f"algo.grad_accum={self.grad_accum} micro-batches per minibatch leave fewer than one "
+                              f"completion each ({self.batch_size} completions, {self.n_minibatches} minibatches)")
 
 
 @dataclass
@@ -233,6 +320,7 @@ class Config:
 
     algo: Any = MISSING
     env: EnvConfig = MISSING
+    model: ModelConfig = MISSING     # the GRPO policy (algo=grpo reads it; PPO keeps its MLP)
     fault: Any = MISSING
     backend: BackendConfig = MISSING
     seed: int = 0
@@ -255,6 +343,7 @@ def register_configs() -> None:
         cs.store(group="schema/algo", name=name, node=schema)
     cs.store(group="schema/env", name="env", node=EnvConfig)
     cs.store(group="schema/backend", name="backend", node=BackendConfig)
+    cs.store(group="schema/model", name="model", node=ModelConfig)
 
 
 @dataclass(frozen=True)

@@ -34,11 +34,13 @@ class Hooks:
         """
         return stored
 
-    def ref_logprob(self, stored: torch.Tensor, live: torch.Tensor) -> torch.Tensor:
+    def ref_logprob(self, stored: torch.Tensor, live: torch.Tensor, phase: str = "update") -> torch.Tensor:
         """The reference policy's log-probs for the KL penalty (GRPO).
 
-        ``stored`` come from the frozen reference; ``live`` from the policy being optimised
-        (at the rollout: the policy that generated; in the update: with gradient).
+        ``stored`` come from the frozen reference; ``live`` from the policy being optimised.
+        ``phase`` is ``"rollout"`` when the reference log-probs are computed and stored with the
+        batch (``live``: the policy at the rollout weights) and ``"update"`` in each minibatch
+        (``stored``: what the rollout stored; ``live``: with gradient).
         """
         return stored
 
@@ -101,6 +103,62 @@ class Hooks:
                       clip_range: float, mask: torch.Tensor | None) -> dict[str, float]:
         """The logged ratio statistics of a minibatch (telemetry faults compute some of them wrongly)."""
         return stats
+
+
+    # ---- GRPO on token tasks: the sampler, the batch, the rewards (harness/agents/grpo.py) ----
+
+    def sync_sampler(self, update: int, due: bool) -> bool:
+        """Whether the sampler loads the trainer's weights before this update's rollout
+        (``due``: the configured schedule says so)."""
+        return due
+
+    def sampler_logits(self, logits: torch.Tensor) -> torch.Tensor:
+        """The sampler's next-token logits (fp32, before temperature and top-k/top-p)."""
+        return logits
+
+    def logprob_temperature(self, temperature: float, where: str) -> float:
+        """The temperature that divides the logits where log-probs are computed: ``"sampler"``
+        (sampling and the recorded log-probs) or ``"trainer"`` (old, reference and new log-probs)."""
+        return temperature
+
+    def dropout_active(self, where: str) -> bool:
+        """Whether dropout is on in a no-grad pass: ``"rollout"``, ``"old"`` or ``"ref"`` (the
+        update's own forward pass is in training mode)."""
+        return False
+
+    def logit_shift(self, shift: int) -> int:
+        """How far the logits scoring a token sit before it (1: logits[t] predict token t + 1)."""
+        return shift
+
+    def completion_mask(self, mask: torch.Tensor, tokens: torch.Tensor, eos: int, pad: int) -> torch.Tensor:
+        """The trainer's completion mask (attention and loss): ``mask`` is True on generated
+        tokens up to and including the first EOS; ``tokens`` hold PAD after it."""
+        return mask
+
+    def reward_scores(self, scores: dict[str, Any]) -> dict[str, Any]:
+        """Each reward function's values for the batch (numpy arrays, one per completion)."""
+        return scores
+
+    def group_advantages(self, rewards: torch.Tensor, group_size: int, healthy: torch.Tensor) -> torch.Tensor:
+        """The batch's advantages, one per completion; ``healthy`` is what the configured
+        estimator computed from ``rewards`` (as laid out by :meth:`group_layout`)."""
+        return healthy
+
+    def group_layout(self, rewards: torch.Tensor, group_size: int) -> torch.Tensor:
+        """The rewards in the order the advantage computation groups them (``view(-1, G)``);
+        completions are stored prompt-major (the G completions of a prompt are adjacent)."""
+        return rewards
+
+    def behaviour_logprob(self, old: torch.Tensor, sources: dict[str, torch.Tensor]) -> torch.Tensor:
+        """The 'old' log-probs stored with the batch (the importance ratio's denominator).
+        ``old`` is what the config selects; ``sources`` holds ``sampler`` (recorded at
+        generation), ``trainer`` (recomputed at the rollout weights) and ``reference``."""
+        return old
+
+    def microbatch_backward(self, index: int, n_micro: int) -> bool:
+        """Whether micro-batch ``index`` of ``n_micro`` (gradient accumulation) contributes its
+        gradient to the optimizer step."""
+        return True
 
 
 def compute_gae(rewards: np.ndarray, values: np.ndarray, next_value: np.ndarray,

@@ -40,10 +40,24 @@ CANONICAL: dict[str, str] = {
     "response_clip_ratio": "GRPO: share of completions cut at the maximum length",
     "logp_mean": "GRPO: mean sequence log-prob under the policy",
     "logp_ref_mean": "GRPO: mean sequence log-prob under the reference",
+    "terminated_length_mean": "GRPO: mean length of the completions that ended with EOS, EOS included "
+                              "(TRL completions/mean_terminated_length; NaN when none did)",
+    "sampler_logp_diff_mean": "GRPO: mean over real tokens of |logp_sampler - logp_trainer|, trainer at the "
+                              "rollout weights (TRL sampling/sampling_logp_difference/mean)",
+    "sampler_logp_diff_max": "GRPO: max over real tokens of |logp_sampler - logp_trainer| "
+                             "(TRL sampling/sampling_logp_difference/max)",
+    "sampler_ratio_oob": "GRPO: share of real tokens whose exp(logp_trainer - logp_sampler) is outside [0.9, 1.1]",
+    "kl_sampler": "GRPO: k3 KL between sampler and trainer log-probs, token mean (verl rollout_corr, "
+                  "NeMo-RL gen_kl_error)",
 }
 
+#: per reward function, when several are summed (GRPO): ``reward/<fn>`` = the function's mean over the
+#: batch, unweighted (TRL rewards/<fn>/mean). The names depend on the task, so these columns are dynamic.
+REWARD_FN_PREFIX = "reward/"
+
 GRPO_ONLY = ("kl_ref", "reward_std", "group_reward_std_mean", "frac_reward_zero_std",
-             "response_clip_ratio", "logp_mean", "logp_ref_mean")
+             "response_clip_ratio", "logp_mean", "logp_ref_mean", "terminated_length_mean",
+             "sampler_logp_diff_mean", "sampler_logp_diff_max", "sampler_ratio_oob", "kl_sampler")
 PPO_ONLY = ("value_mean", "explained_variance", "value_loss")
 
 COLUMNS = (*INDEX_COLUMNS, *CANONICAL)

@@ -19,7 +19,8 @@ KEY_METRICS = {
             "nonfinite"),
     "grpo": ("reward_mean", "reward_std", "frac_reward_zero_std", "group_reward_std_mean", "adv_mean",
              "adv_std", "length_mean", "response_clip_ratio", "policy_loss", "entropy", "approx_kl",
-             "clipfrac", "ratio_dev_max", "kl_ref", "logp_mean", "logp_ref_mean", "grad_norm",
+             "clipfrac", "ratio_dev_max", "kl_ref", "logp_mean", "logp_ref_mean", "sampler_logp_diff_mean",
+             "kl_sampler", "grad_norm",
              "optimizer_steps", "lr", "clip_range", "param_delta", "nonfinite"),
 }
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import platform
 import sys
 import time
@@ -26,7 +27,7 @@ from harness.store import RunStore, run_id
 HEALTHY_FAULT_CFG = {"_target_": f"{NoFault.__module__}.{NoFault.__qualname__}", "onset": 0}
 
 VERSIONED = ("torch", "gymnasium", "numpy", "pandas", "pyarrow", "hydra-core", "omegaconf",
-             "stable-baselines3")
+             "stable-baselines3", "transformers", "trl")
 
 
 @dataclass
@@ -87,6 +88,19 @@ def user_config(exp: Experiment) -> Any:
 def configured_optimizer_steps(exp: Experiment) -> int:
     configured = user_config(exp)
     return configured.n_epochs * configured.n_minibatches
+
+
+def start_checkpoint(exp: Experiment) -> dict[str, Any] | None:
+    """GRPO on token tasks starts from a cached warm-up checkpoint: its directory and checksum."""
+    if exp.algo.name != "grpo" or exp.backend.name != "native" or exp.env.id != "harness/ToySeq-v0":
+        return None
+    from harness.agents import sft
+
+    path = sft.checkpoint_dir(exp)
+    if sft.problem(path) is not None:
+        return {"dir": str(path), "status": sft.problem(path)}
+    meta = json.loads((path / sft.META_FILE).read_text())
+    return {"dir": str(path), "key": meta["key"], "files": meta["files"]}
 
 
 def n_updates_planned(exp: Experiment) -> int:
@@ -164,6 +178,7 @@ def build_meta(exp: Experiment, rid: str, status: str, error: str | None, n_upda
             "effective": effective_hyperparams(exp),
         },
         "configured_optimizer_steps": configured_optimizer_steps(exp),
+        "start_checkpoint": start_checkpoint(exp),
         "action_space": describe_action_space(exp),
         "total_timesteps": exp.env.total_timesteps,
         "torch_threads": exp.torch_threads,

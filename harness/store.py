@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from harness.config import algo_label
-from harness.metrics import COLUMNS, EPISODE_COLUMNS, STEP_COLUMNS
+from harness.metrics import COLUMNS, EPISODE_COLUMNS, REWARD_FN_PREFIX, STEP_COLUMNS
 
 META = "meta.json"
 METRICS = "metrics.parquet"
@@ -95,12 +95,14 @@ def table_frame(rows: list[dict[str, Any]], columns: tuple[str, ...]) -> pd.Data
 
 
 def metrics_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
-    """Rows -> a frame with every canonical column, in order (NaN where absent)."""
-    df = pd.DataFrame(rows).reindex(columns=list(COLUMNS))
+    """Rows -> a frame with every canonical column, in order (NaN where absent), then the
+    dynamic per-reward-function columns ``reward/<fn>`` the rows hold, sorted."""
+    extra = sorted({k for row in rows for k in row if k.startswith(REWARD_FN_PREFIX)})
+    df = pd.DataFrame(rows).reindex(columns=[*COLUMNS, *extra])
     df["update"] = df["update"].astype("int64")
     df["env_step"] = df["env_step"].astype("int64")
     df["fault_active"] = df["fault_active"].astype(bool)
-    for col in COLUMNS[3:]:
+    for col in [*COLUMNS[3:], *extra]:
         df[col] = df[col].astype("float64")
     return df
 

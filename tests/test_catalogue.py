@@ -38,8 +38,8 @@ def store(tmp_path_factory):
             train([f"fault={fault}", *PPO, *common])
         train(["fault=zero_reward", f"fault.onset={3 + seed % 2}", *PPO, *common])
         train(["algo=ppo_single_pass", *PPO, *common])
-        for fault in ("none", "adv_std_no_floor"):
-            train([f"fault={fault}", *GRPO, *common])
+        train(["fault=none", *GRPO, *common])
+        train(["fault=adv_std_no_floor", "fault.variant=zero_std", *GRPO, *common])   # 0/0: diverges
         for fault in ("none", "tiny_clip"):
             train([f"fault={fault}", *CRASHING, *common])
     out = subprocess.run([sys.executable, "-m", "harness.catalogue", f"results_dir={root}", "n_mc=2000"],
@@ -125,8 +125,8 @@ def test_a_diverged_run_shows_no_artefacts_of_being_short(store):
     sig = adv.query("kind == 'signature'").set_index("name")
     assert sig["n_diverged"].iloc[0] == 6
     completed = [int(n) for n in sig["diverged_updates"].iloc[0].split(", ")]
-    assert len(completed) == 6 and max(completed) <= 1          # stopped inside the first or second update
-    # each twin is read over the same (empty or one-update) window: being short is no evidence
+    assert len(completed) == 6 and max(completed) <= 5          # stopped within the first few updates
+    # each twin is read over the same short window: being short is no evidence
     assert sig.loc["nonfinite", "rate_faulty"] == 1 and sig.loc["nonfinite", "rate_healthy"] == 0
     for name in ("ratio_pinned", "approx_kl_zero", "param_frozen", "clipfrac_zero", "loss_zero"):
         assert not sig.loc[name, "separates_calibration"], name

@@ -25,14 +25,16 @@ def harness(*args: str, cwd=None) -> subprocess.CompletedProcess:
     (["fault.onset=-1"], "fault.onset=-1 is out of range: must be >= 0"),
     (["fault=tiny_clip", "fault.clip_range=0"], "fault.clip_range=0 is out of range: must be > 0"),
     (["algo.clip_range=-0.1"], "algo.clip_range=-0.1 is out of range: must be > 0"),
-    (["env=mars"], "unknown env 'mars'; valid choices: cartpole, pendulum"),
+    (["env=mars"], "unknown env 'mars'; valid choices: acrobot, cartpole, highdim, lunarlander, pendulum, toyseq"),
+    (["algo=grpo", "env=toyseq", "model=gpt"], "unknown model 'gpt'; valid choices: mlp, transformer"),
     (["algo=sarsa"], "unknown algo 'sarsa'; valid choices:"),
     (["seed=abc"], "could not be converted to Integer"),
     (["fault=shared_policy", "fault.factor=3"], "Could not override 'fault.factor'"),
     (["-m", "fault=none,nope", "seed=0,1"], "unknown fault 'nope'"),
     (["-m", "fault=tiny_clip", "fault.clip_range=0.01,-1"], "fault.clip_range=-1 is out of range"),
     (["fault=none,shared_policy"], "add -m"),
-    (["algo=grpo"], "algo=grpo generates token sequences: it needs env=toyseq, not env=cartpole"),
+    (["algo=grpo"], "algo=grpo generates token sequences or high-dimensional samples: it needs env=toyseq or "
+                    "env=highdim, not env=cartpole"),
     (["fault=group_size_one"], "fault group_size_one does not apply to algo=ppo; it applies to: grpo"),
     (["algo=grpo", "env=toyseq", "algo.scale=rank"], "algo.scale='rank'; valid choices: group, batch, none"),
     (["env=toyseq", "env.kwargs.task=chess"], "task='chess'; valid choices: copy, reverse, sort"),
@@ -95,15 +97,15 @@ def test_multirun_sweeps_faults_and_seeds(tmp_path):
 
 def test_grpo_zero_reward_command(tmp_path):
     out = harness("algo=grpo", "env=toyseq", "fault=zero_reward", f"results_dir={tmp_path}",
-                  "env.total_timesteps=61440")
+                  "env.total_timesteps=30720")           # 24 updates of 128 completions x 10 tokens
     assert out.returncode == 0, out.stderr
     assert "frac_reward_zero_std" in out.stdout and "groups_uniform" in out.stdout
     store = RunStore(tmp_path)
     metas = {m["fault"]: m for m in store.iter_metas()}
     faulty = store.load_metrics(metas["zero_reward"]["run_id"])
     active = faulty[faulty["fault_active"]]
-    assert len(active) == 80
+    assert len(active) == 24
     assert (active["frac_reward_zero_std"] == 1).all()
     assert (active[["adv_mean", "adv_std", "policy_loss"]] == 0).all().all()
     twin = store.load_metrics(metas["none"]["run_id"])["reward_mean"]
-    assert twin.iloc[-10:].mean() > twin.iloc[:10].mean() + 0.1
+    assert twin.iloc[-10:].mean() > twin.iloc[:10].mean() + 0.05

@@ -10,12 +10,17 @@ from faults import FAULTS
 from harness.agents.grpo import group_advantages
 from harness.analysis import signatures
 from harness.config import ConfigError
+from harness.store import RunStore
 from tests.helpers import make_experiment, train
 
 GRPO = ["algo=grpo", "env=toyseq"]
-SHORT = ["env.total_timesteps=30720"]            # 40 updates of 128 completions
+SHORT = ["env.total_timesteps=25600"]            # 20 updates of 128 completions (<= 10 tokens each)
 SEEDS = [0, 1, 2]
-FOR_GRPO = sorted(name for name, cls in FAULTS.items() if "grpo" in cls.algos and name != "none")
+#: faults whose trace in a short default run is too faint for their primary signature: a result
+#: (tested below under the conditions where they do show), not something to tune away
+FAINT = {"kl_penalty_sign_flip": "at beta=0.04 the flipped KL term barely moves a 24-update run (verl's bug "
+                                 "'still worked', Logic-RL#58); test_kl_penalty_sign_flip uses beta=0.5"}
+FOR_GRPO = sorted(name for name, cls in FAULTS.items() if "grpo" in cls.algos and name != "none" and name not in FAINT)
 
 
 def run_pair(fault: str, seed: int, store_dir, *extra: str):
@@ -37,60 +42,85 @@ def test_group_advantages():
 
 @pytest.mark.slow
 def test_healthy_grpo_learns_the_default_task(tmp_path):
-    """Mean reward of the last 10 updates >= 0.8 on 3 seeds, each in under a minute."""
+    """From the warm-up checkpoint: a middling start, mean reward of the last 10 updates >= 0.85,
+    KL to the reference 0 at the start and small throughout, entropy not collapsed; under a minute."""
+    collapsed = 0
     for seed in SEEDS:
         res = train([*GRPO, f"seed={seed}", f"results_dir={tmp_path}"])
         m = res.metrics
         assert res.meta["status"] == "ok" and res.meta["wall_s"] < 60
-        assert m["reward_mean"].iloc[:10].mean() < 0.2
-        assert m["reward_mean"].iloc[-10:].mean() >= 0.8, f"seed {seed}"
+        assert 0.4 <= m["reward_mean"].iloc[:5].mean() <= 0.7, f"seed {seed}"
+        assert m["reward_mean"].iloc[-10:].mean() >= 0.85, f"seed {seed}"
+        steps = RunStore(tmp_path).load_steps(res.run_id)
+        assert steps["kl_ref"].iloc[0] == 0                      # the first minibatch is at the reference
+        assert m["kl_ref"].max() < 1.0
+        collapsed += signatures.evaluate(m, res.meta, names=["entropy_collapse"])["entropy_collapse"].fired
+    assert collapsed <= 1
 
 
 def test_grpo_metrics_are_recorded(store_dir):
     _, twin = run_pair("shared_policy", 0, store_dir)
     m = twin.metrics
     for col in ("kl_ref", "reward_std", "group_reward_std_mean", "frac_reward_zero_std", "length_mean",
-                "response_clip_ratio", "logp_mean", "logp_ref_mean", "ratio_dev_max", "clipfrac",
-                "approx_kl", "grad_norm", "entropy", "param_delta", "optimizer_steps"):
+                "terminated_length_mean", "response_clip_ratio", "logp_mean", "logp_ref_mean", "ratio_dev_max",
+                "clipfrac", "approx_kl", "grad_norm", "entropy", "param_delta", "optimizer_steps",
+                "sampler_logp_diff_mean", "sampler_logp_diff_max", "sampler_ratio_oob", "kl_sampler",
+                "reward/format", "reward/correct"):
         assert m[col].notna().all(), col
     for col in ("value_mean", "explained_variance", "value_loss"):
         assert m[col].isna().all(), col
     assert (m["optimizer_steps"] == 4).all()                       # 2 iterations x 2 minibatches
     assert ((m["frac_reward_zero_std"] >= 0) & (m["frac_reward_zero_std"] <= 1)).all()
-    assert (m["length_mean"] <= 6).all() and (m["logp_mean"] < 0).all()
+    assert (m["length_mean"] <= 10).all() and (m["logp_mean"] < 0).all()
+    # the reward is the weighted sum of the reward functions (0.3 format + 0.65 correct)
+    assert np.allclose(m["reward_mean"], 0.3 * m["reward/format"] + 0.65 * m["reward/correct"], atol=1e-5)
+    # an fp32 sampler with the trainer's weights: the gap is float rounding (KV cache vs full pass)
+    assert (m["sampler_logp_diff_max"] < 1e-4).all() and (m["sampler_ratio_oob"] == 0).all()
     assert m["kl_ref"].iloc[0] < m["kl_ref"].iloc[-1]              # the policy leaves the reference
     assert m["reward_mean"].iloc[-5:].mean() > m["reward_mean"].iloc[:5].mean()
+    steps = RunStore(store_dir).load_steps(twin.run_id)
+    assert len(steps) == 4 * len(m) and (steps["n_tokens"] > steps["n_samples"]).all()
+    assert steps["kl_ref"].notna().all()
 
 
-@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("seed", SEEDS[:2])
 @pytest.mark.parametrize("fault", FOR_GRPO)
 def test_fault_shows_expected_signature_on_grpo(fault, seed, store_dir):
+    """One of the fault's expected signatures fires (the first that does, usually the primary; a
+    shared fault's primary is sometimes PPO's: excessive_lr's KL spike is entropy collapse here)
+    and the healthy twin does not show it."""
     faulty, twin = run_pair(fault, seed, store_dir)
-    primary = FAULTS[fault].expected[0]
-    fired = signatures.evaluate(faulty.metrics, faulty.meta, names=[primary])[primary]
-    assert fired.fired, f"{fault} seed {seed}: {primary} did not fire ({fired.evidence})"
-    on_twin = signatures.evaluate(twin.metrics, twin.meta, onset=faulty.meta["onset_update"], names=[primary])
-    assert not on_twin[primary].fired, on_twin[primary].evidence
+    expected = list(FAULTS[fault].expected)
+    results = signatures.evaluate(faulty.metrics, faulty.meta, names=expected)
+    fired = [name for name in expected if results[name].fired]
+    assert fired, f"{fault} seed {seed}: none of {expected} fired ({[results[n].evidence for n in expected]})"
+    on_twin = signatures.evaluate(twin.metrics, twin.meta, onset=faulty.meta["onset_update"], names=fired[:1])
+    assert not on_twin[fired[0]].fired, on_twin[fired[0]].evidence
 
 
 @pytest.mark.parametrize("beta", ["0.0", "0.04"])
 def test_zero_reward_freezes_grpo(beta, store_dir):
     faulty, twin = run_pair("zero_reward", 0, store_dir, f"algo.beta={beta}")
     active = faulty.metrics[faulty.metrics["fault_active"]]
-    assert len(active) == 40
+    assert len(active) == 20
     assert (active["frac_reward_zero_std"] == 1).all()
     assert (active["adv_mean"] == 0).all() and (active["adv_std"] == 0).all()
-    assert (active["policy_loss"] == 0).all() and (active["grad_norm"] == 0).all()
-    assert (active["param_delta"] == 0).all()
-    assert twin.metrics["reward_mean"].iloc[-5:].mean() > twin.metrics["reward_mean"].iloc[:5].mean() + 0.1
+    assert (active["policy_loss"] == 0).all()
+    if beta == "0.0":       # no KL term: nothing moves (with beta > 0 the KL gradient is 0 only at the start)
+        assert (active["grad_norm"] == 0).all() and (active["param_delta"] == 0).all()
+    assert twin.metrics["reward_mean"].iloc[-5:].mean() > twin.metrics["reward_mean"].iloc[:5].mean() + 0.05
 
 
-def test_reference_not_frozen_hides_a_moving_policy(store_dir):
+def test_reference_not_frozen_measures_only_the_drift_within_an_update(store_dir):
     faulty, twin = run_pair("reference_not_frozen", 0, store_dir)
-    assert (faulty.metrics["kl_ref"] == 0).all()
-    assert (faulty.metrics["param_delta"] > 0).all()                  # it moves all the same
-    assert faulty.metrics["logp_ref_mean"].equals(faulty.metrics["logp_mean"])
-    assert (twin.metrics["kl_ref"].iloc[1:] > 0).all()
+    m, t = faulty.metrics, twin.metrics
+    assert (m["kl_ref"] > 0).all() and (m["param_delta"] > 0).all()
+    # the reference is the rollout policy: kl_ref is of the order of one update's approx_kl
+    assert (m["kl_ref"] / m["approx_kl"]).median() < 3 < (t["kl_ref"] / t["approx_kl"]).median()
+    assert m["logp_ref_mean"].equals(m["logp_mean"])              # stored with the batch = the policy's
+    in_loss = train(["fault=reference_not_frozen", "fault.computed=in_loss", *GRPO, *SHORT,
+                     f"results_dir={store_dir}"])
+    assert (in_loss.metrics["kl_ref"] == 0).all()                 # TRL 0.14: at the loss's own weights
 
 
 def test_group_size_one_zeroes_advantages_keeps_batch_size(store_dir):
@@ -104,17 +134,31 @@ def test_group_size_one_zeroes_advantages_keeps_batch_size(store_dir):
     assert (m["frac_reward_zero_std"] == 1).all() and (m["group_reward_std_mean"] == 0).all()
 
 
-def test_adv_std_no_floor_diverges_on_a_uniform_group(store_dir):
-    faulty, _ = run_pair("adv_std_no_floor", 0, store_dir)
-    m = faulty.metrics
-    assert faulty.meta["status"] == "diverged" and m["nonfinite"].iloc[-1] == 1
-    assert faulty.meta["hyperparameters"]["effective"]["adv_eps"] == 0
+def test_adv_std_no_floor_residue_gives_finite_huge_advantages(store_dir):
+    from faults.adv_std_no_floor import loo_advantages
+
+    # the default rewards: 0.3 (format only) and 0.95 (right) are not dyadic fractions; a 7-vs-1 split
+    fmt_only, right = np.float32(0.3), np.float32(0.3) + np.float32(0.65)
+    adv = loo_advantages(torch.tensor([fmt_only] * 7 + [right]), 8)
+    assert adv[-1] > 1000 and torch.isfinite(adv).all()                 # (0.95 - 0.3) / ~1e-4
+    adv = loo_advantages(torch.tensor([right] * 7 + [0.0]), 8)
+    assert adv[-1] < -1000                                               # NeMo-RL PR 4158's [0, 0.95 x 7]
+    assert torch.allclose(loo_advantages(torch.tensor([1.0] * 7 + [0.0]), 8)[-1], torch.tensor(-1.0))  # dyadic
+    faulty, twin = run_pair("adv_std_no_floor", 0, store_dir)
+    assert faulty.meta["status"] == "ok" and np.isfinite(faulty.metrics["adv_std"]).all()
+    assert faulty.metrics["adv_std"].max() > 30 > 2 > twin.metrics["adv_std"].max()
+    zero = train(["fault=adv_std_no_floor", "fault.variant=zero_std", *GRPO, *SHORT, f"results_dir={store_dir}"])
+    assert zero.meta["status"] == "diverged" and zero.metrics["nonfinite"].iloc[-1] == 1
+    assert zero.meta["hyperparameters"]["effective"]["adv_eps"] == 0
 
 
 def test_kl_penalty_sign_flip_pushes_away_from_the_reference(store_dir):
-    faulty, twin = run_pair("kl_penalty_sign_flip", 1, store_dir)
-    assert faulty.meta["hyperparameters"]["effective"]["beta"] == -0.04
-    assert faulty.metrics["kl_ref"].max() > 100 * twin.metrics["kl_ref"].max()
+    faulty, twin = run_pair("kl_penalty_sign_flip", 0, store_dir, "algo.beta=0.5")
+    # a code bug: the config (what a detector sees) keeps +beta; the loss uses -beta
+    assert faulty.meta["hyperparameters"]["configured"]["beta"] == 0.5
+    assert faulty.meta["hyperparameters"]["effective"]["beta"] == -0.5
+    assert faulty.metrics["kl_ref"].max() > 50 * twin.metrics["kl_ref"].max()
+    assert faulty.metrics["reward_mean"].iloc[-5:].mean() < twin.metrics["reward_mean"].iloc[-5:].mean() - 0.2
 
 
 @pytest.mark.parametrize("overrides", [["algo.loss_agg=seq_mean"], ["algo.scale=batch"], ["algo.scale=none"]])
@@ -130,7 +174,7 @@ def test_loss_aggregation_and_scale_options_run_and_matter(overrides, store_dir)
 def test_single_pass_controls_are_healthy_look_alikes(algo, extra, store_dir):
     res = train([f"algo={algo}", *extra, f"results_dir={store_dir}"])
     assert res.meta["is_control"] and res.meta["algo_variant"] == "single_pass"
-    assert res.run_id.split("-")[0] == algo.replace("_single_pass", "_single_pass")
+    assert res.run_id.split("-")[0] == algo
     m = res.metrics
     assert (m["optimizer_steps"] == 1).all()
     fired = signatures.evaluate(m, res.meta, names=["ratio_pinned", "clipfrac_zero"])
@@ -141,14 +185,27 @@ def test_single_pass_controls_are_healthy_look_alikes(algo, extra, store_dir):
 def test_ppo_runs_on_the_token_env(store_dir):
     res = train(["algo=ppo", "env=toyseq", "env.total_timesteps=8192", "algo.n_steps=64",
                  f"results_dir={store_dir}"])
-    assert res.meta["status"] == "ok" and res.meta["action_space"] == {"type": "discrete", "n": 11}
+    assert res.meta["status"] == "ok" and res.meta["action_space"] == {"type": "discrete", "n": 15}
     assert res.metrics["return_mean"].notna().all()
 
 
-def test_grpo_needs_the_token_env_and_grpo_faults_need_grpo():
-    with pytest.raises(ConfigError, match="needs env=toyseq"):
+def test_mlp_model_runs_on_the_same_sampler_and_trainer(store_dir):
+    res = train([*GRPO, "model=mlp", *SHORT, f"results_dir={store_dir}"])
+    assert res.meta["status"] == "ok" and res.meta["hyperparameters"]["configured"]["model"] == "mlp"
+    assert res.metrics["sampler_logp_diff_max"].max() < 1e-4
+    assert res.metrics["reward_mean"].iloc[-5:].mean() > res.metrics["reward_mean"].iloc[:5].mean()
+
+
+def test_grpo_needs_a_generation_env_and_grpo_faults_need_grpo():
+    with pytest.raises(ConfigError, match="it needs env=toyseq or env=highdim, not env=cartpole"):
         make_experiment(["algo=grpo", "env=cartpole"])
     with pytest.raises(ConfigError, match="fault reference_not_frozen does not apply to algo=ppo"):
         make_experiment(["fault=reference_not_frozen"])
     with pytest.raises(ConfigError, match="algo.group_size=1 is out of range"):
         make_experiment([*GRPO, "algo.group_size=1"])
+    with pytest.raises(ConfigError, match="algo.max_new_tokens=12 exceeds the longest completion"):
+        make_experiment([*GRPO, "algo.max_new_tokens=12"])
+    with pytest.raises(ConfigError, match="algo.sampler_precision='fp8'; valid choices: fp32, bf16, fp16"):
+        make_experiment([*GRPO, "algo.sampler_precision=fp8"])
+    with pytest.raises(ConfigError, match="env=highdim .* runs with algo=grpo, not algo=ppo"):
+        make_experiment(["env=highdim"])

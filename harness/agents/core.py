@@ -7,8 +7,8 @@ the KL penalty); the fault hooks act on the old log-probs, the surrogate, the lo
 zero-grad and the step, and on the logged ratio statistics (telemetry faults).
 
 PPO's optional extras, as SB3 / CleanRL / HF have them: ``grad_accum`` (each minibatch is split
-into microbatches, each back-propagated with its loss divided by their number, one optimizer
-step) and ``target_kl`` (SB3's early stopping: the epoch loop ends at the first minibatch whose
+into microbatches, each back-propagated with its loss weighted by its share of the minibatch's
+normaliser: tokens under token_mean, else rows; one optimizer step) and ``target_kl`` (SB3's early stopping: the epoch loop ends at the first minibatch whose
 approx_kl exceeds 1.5 x target_kl, before its optimizer step; its row is kept, not stepped).
 
 Batch rows are what minibatches split: transitions for PPO (per-sample tensors of shape
@@ -129,29 +129,31 @@ def ppo_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batch: 
     steps = [0]  # counts real optimizer.step() calls, whatever the hooks do
     counter = optimizer.register_step_post_hook(lambda *_: steps.__setitem__(0, steps[0] + 1))
 
-    grad_accum = getattr(hp, "grad_accum", 1)          # PPO extras (GRPO has none of them)
-    target_kl = getattr(hp, "target_kl", None)
+    grad_accum = getattr(hp, "grad_accum", 1)     # gradient accumulation: micro-batches per minibatch
+    target_kl = getattr(hp, "target_kl", None)     # PPO's early stop (SB3); GRPO has none
     stop = False
     for epoch in range(hp.n_epochs):
         order = torch.randperm(n_samples, generator=generator)
         for minibatch, idx in enumerate(order.tensor_split(hp.n_minibatches)):
-            adv_mb = batch["adv"][idx]
+            full_adv = batch["adv"][idx]
             if hp.norm_adv:
-                adv_mb = (adv_mb - adv_mb.mean()) / (adv_mb.std() + 1e-8)
+                full_adv = (full_adv - full_adv.mean()) / (full_adv.std() + 1e-8)
+            full_mask = batch["mask"][idx] if "mask" in batch else None
             hooks.zero_grad(optimizer)
-            # gradient accumulation: each microbatch is evaluated and back-propagated on its own
             n_micro = min(grad_accum, len(idx))
             parts: list[dict] = []
-            for micro in torch.arange(len(idx)).tensor_split(n_micro):
-                mb = {k: v[idx[micro]] for k, v in batch.items()}
+            for micro, rows in enumerate(torch.arange(len(idx)).tensor_split(n_micro)):
+                mb = {k: v[idx[rows]] for k, v in batch.items()}
                 mask = mb.get("mask")
                 out = evaluate(mb)
                 logp = out["logp"]
                 old_logp = hooks.old_logprob(mb["logp"], logp)
                 log_ratio = logp - old_logp
+                if getattr(hp, "log_ratio_clamp", 0.0):      # verl clamps log r to [-20, 20]
+                    log_ratio = log_ratio.clamp(-hp.log_ratio_clamp, hp.log_ratio_clamp)
                 ratio = log_ratio.exp()
 
-                adv = adv_mb[micro]
+                adv = full_adv[rows]
                 if adv.dim() < ratio.dim():
                     adv = adv.unsqueeze(-1)             # one advantage per completion, for each token
                 pg_loss1 = -adv * ratio
@@ -160,45 +162,53 @@ def ppo_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batch: 
                 entropy = aggregate(out["entropy"], mask, loss_agg)
                 loss = policy_loss - hp.ent_coef * entropy + out.get("loss", 0.0)
                 loss = hooks.loss(loss, {"policy_loss": policy_loss, "entropy": entropy})
-                with torch.no_grad():
-                    parts.append({"ratio": ratio.detach(), "log_ratio": log_ratio.detach(),
-                                  "pg_loss1": pg_loss1.detach(), "pg_loss2": pg_loss2.detach(),
-                                  "adv": adv.expand_as(ratio), "mask": mask,
-                                  "policy_loss": float(policy_loss),
-                                  "entropy": float(entropy), "loss": float(loss),
-                                  **{k: float(v) for k, v in out.get("metrics", {}).items()}})
-                    approx_kl = float(masked_mean((ratio - 1) - log_ratio, mask))
+                # this micro-batch's share of the minibatch's normaliser (tokens for token_mean, rows else)
+                share = (float(mask.sum()) / max(float(full_mask.sum()), 1.0)
+                         if mask is not None and loss_agg == "token_mean" else len(rows) / len(idx))
+                share = 1.0 if n_micro == 1 else share
+                parts.append({"share": share, "loss": loss.detach(), "policy_loss": policy_loss.detach(),
+                              "entropy": entropy.detach(), "ratio": ratio.detach(), "log_ratio": log_ratio.detach(),
+                              "pg_loss1": pg_loss1.detach(), "pg_loss2": pg_loss2.detach(),
+                              "adv": adv.expand_as(ratio).detach(), "mask": mask, "metrics": out.get("metrics", {}),
+                              "weight": float(mask.sum()) / max(float(full_mask.sum()), 1.0)
+                              if mask is not None else len(rows) / len(idx)})
                 # SB3's early stopping: the minibatch's approx_kl, before its optimizer step
-                if target_kl is not None and approx_kl > 1.5 * target_kl:
-                    stop = True
-                    break
-                (loss / n_micro).backward()
+                if target_kl is not None:
+                    with torch.no_grad():
+                        approx_kl = float(masked_mean((ratio - 1) - log_ratio, mask))
+                    if approx_kl > 1.5 * target_kl:
+                        stop = True
+                        break
+                if hooks.microbatch_backward(micro, n_micro):
+                    (share * loss).backward()
 
-            loss_value = sum(part["loss"] for part in parts) / len(parts)
+            loss_value = float(sum(p["share"] * p["loss"] for p in parts))
             stepped_before = steps[0]
             grad_norm = math.nan
             if not stop:
                 grad_norm = float(clip_grad_norm_(params, hp.max_grad_norm))  # pre-clip total norm
-                if not (all(math.isfinite(part["loss"]) for part in parts) and math.isfinite(grad_norm)):
+                if not (math.isfinite(loss_value) and math.isfinite(grad_norm)):
                     nonfinite = True
                 else:
                     hooks.optimizer_step(optimizer)
                 grad_norms.append(grad_norm)
 
             with torch.no_grad():
-                cat = {k: torch.cat([part[k] for part in parts]) if parts[0][k] is not None else None
-                       for k in ("ratio", "log_ratio", "pg_loss1", "pg_loss2", "adv", "mask")}
+                def joined(key: str) -> torch.Tensor:
+                    return torch.cat([p[key] for p in parts]) if len(parts) > 1 else parts[0][key]
+
+                ratio_all, log_ratio_all, adv = joined("ratio"), joined("log_ratio"), joined("adv")
+                mask = joined("mask") if parts[0]["mask"] is not None else None
                 ratio_row = hooks.ratio_metrics(
-                    ratio_stats(cat["ratio"], cat["log_ratio"], cat["pg_loss1"], cat["pg_loss2"], hp.clip_range,
-                                cat["adv"], cat["mask"]),
-                    cat["ratio"], cat["log_ratio"], hp.clip_range, cat["mask"])
-                extra = {k: sum(part[k] for part in parts) / len(parts) for k in parts[0]
-                         if k not in cat and k not in ("policy_loss", "entropy", "loss")}
-                n_rows = int(cat["ratio"].shape[0])
-                stats.add({"epoch": epoch, "minibatch": minibatch, "n_samples": n_rows,
-                           "n_tokens": int(cat["mask"].sum()) if cat["mask"] is not None else n_rows,
-                           "policy_loss": sum(part["policy_loss"] for part in parts) / len(parts),
-                           "entropy": sum(part["entropy"] for part in parts) / len(parts), "loss": loss_value,
+                    ratio_stats(ratio_all, log_ratio_all, joined("pg_loss1"), joined("pg_loss2"), hp.clip_range,
+                                adv, mask),
+                    ratio_all, log_ratio_all, hp.clip_range, mask)
+                extra = {k: float(sum((p["weight"] if len(parts) > 1 else 1.0) * p["metrics"][k] for p in parts))
+                         for k in parts[0]["metrics"]}
+                stats.add({"epoch": epoch, "minibatch": minibatch, "n_samples": int(adv.shape[0]),
+                           "n_tokens": int(mask.sum()) if mask is not None else int(adv.shape[0]),
+                           "policy_loss": float(sum(p["share"] * p["policy_loss"] for p in parts)),
+                           "entropy": float(sum(p["share"] * p["entropy"] for p in parts)), "loss": loss_value,
                            **ratio_row, **extra,
                            "grad_norm": grad_norm, "lr": hp.lr, "clip_range": hp.clip_range,
                            "stepped": int(steps[0] > stepped_before), "nonfinite": int(nonfinite)})

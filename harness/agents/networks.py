@@ -13,6 +13,7 @@ import math
 import gymnasium as gym
 import numpy as np
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 LOG_2PI = math.log(2 * math.pi)
@@ -85,26 +86,39 @@ class ActorCritic(nn.Module):
         return (-0.5 * z.pow(2) - self.log_std - 0.5 * LOG_2PI).sum(-1)
 
 
-class TokenPolicy(nn.Module):
-    """The GRPO policy: a tanh MLP from the one-hot (prompt, prefix, position) observation to
-    next-token logits. Autoregressive through the observation, which holds the prefix."""
+class MLPLM(nn.Module):
+    """The GRPO ``model=mlp`` policy: a tanh MLP from the one-hot (prompt, tokens generated so far,
+    position) observation to next-token logits, with the same interface as the transformer
+    (``forward(input_ids, attention_mask) -> logits`` for every position; prompts are
+    ``prompt_width`` tokens, left-padded). It has no attention and no cache: it is the v1 policy,
+    kept as a baseline."""
 
-    def __init__(self, obs_dim: int, vocab: int, hidden: int = 128):
+    def __init__(self, prompt_width: int, max_new: int, vocab: int, hidden: int = 256):
         super().__init__()
+        self.prompt_width, self.max_new, self.vocab = prompt_width, max_new, vocab
+        obs_dim = prompt_width * vocab + max_new * (vocab + 1) + max_new
         self.net = mlp(obs_dim, vocab, hidden, out_std=0.01)
 
-    @torch.no_grad()
-    def act(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Sample next tokens; returns (token, log-prob)."""
-        return sample_categorical(self.net(obs).log_softmax(-1))
+    def observe(self, input_ids: torch.Tensor) -> torch.Tensor:
+        """Observations [B, C + 1, obs_dim] for predicting completion tokens 0..C (C = completion
+        tokens present): the same one-hot layout as the per-token env's observations."""
+        b, s = input_ids.shape
+        p, v, m = self.prompt_width, self.vocab, self.max_new
+        comp = input_ids[:, p:]
+        c = comp.shape[1]
+        prompt = F.one_hot(input_ids[:, :p], v).float().reshape(b, 1, p * v).expand(b, c + 1, p * v)
+        j = torch.arange(c + 1)
+        cols = torch.arange(m)
+        padded = torch.full((b, m), v, dtype=torch.long)
+        padded[:, :c] = comp[:, :m]
+        prefix = torch.where(cols[None, None, :] < j[None, :, None], padded[:, None, :], v)   # [B, C+1, m]
+        prefix = F.one_hot(prefix, v + 1).float().reshape(b, c + 1, m * (v + 1))
+        pos = F.one_hot(j.clamp(max=m - 1), m).float().expand(b, c + 1, m)
+        return torch.cat([prompt, prefix, pos], dim=-1)
 
-    @torch.no_grad()
-    def logprob(self, obs: torch.Tensor, token: torch.Tensor) -> torch.Tensor:
-        return self.net(obs).log_softmax(-1).gather(-1, token.unsqueeze(-1)).squeeze(-1)
-
-    def evaluate(self, obs: torch.Tensor, token: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Per-token log-prob and entropy, with gradient; any leading shape."""
-        logp_all = self.net(obs).log_softmax(-1)
-        logp = logp_all.gather(-1, token.long().unsqueeze(-1)).squeeze(-1)
-        entropy = -(logp_all.exp() * logp_all).sum(-1)
-        return logp, entropy
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                position_ids: torch.Tensor | None = None, cache: None = None) -> torch.Tensor:
+        b, s = input_ids.shape
+        logits = torch.zeros(b, s, self.vocab)
+        logits[:, self.prompt_width - 1:] = self.net(self.observe(input_ids))
+        return logits

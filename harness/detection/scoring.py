@@ -164,7 +164,8 @@ def evaluate(detector: Detector, dataset: str | Path | tuple[pd.DataFrame, pd.Da
                         .groupby("run_id", sort=False)))
     outcomes, alarm_rows = [], []
     for _, run in runs.iterrows():
-        alarms = stream(detector, run_info(run), by_run[run["run_id"]])
+        # a run that crashed or diverged before logging a row hands the detector nothing
+        alarms = stream(detector, run_info(run), by_run.get(run["run_id"], data.iloc[:0]))
         outcomes.append(outcome(run, alarms))
         alarm_rows += [{"run_id": run["run_id"], "update": u, "symptom": a.symptom, "fault": a.fault,
                         "score": a.score} for u, a in alarms]

@@ -9,10 +9,11 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.wrappers.vector import RecordEpisodeStatistics
 
 from harness.config import ConfigError, EnvConfig
-from harness.envs import toyseq
+from harness.envs import highdim, toyseq
 from harness.hooks import Hooks
 
 toyseq.register()
+highdim.register()
 
 
 def check_env(env: EnvConfig) -> None:

@@ -146,4 +146,4 @@ def fired(metrics: pd.DataFrame, meta: dict[str, Any], onset: int | None = None,
 
 
 # the signature modules register on import
-from harness.analysis.signatures import core, ppo  # noqa: E402,F401
+from harness.analysis.signatures import core, llm, ppo  # noqa: E402,F401

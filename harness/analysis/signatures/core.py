@@ -134,8 +134,9 @@ def kl_explodes(post: pd.DataFrame, meta: dict) -> tuple[float, str]:
 
 
 @signature("entropy_collapse", "entropy",
-           "entropy over the last 5 updates below 10% of the initial policy's (discrete: of ln n); Gaussian: "
-           "the per-dimension std shrank 10x from a unit Gaussian", threshold=0.1, direction="below",
+           "entropy over the last 5 updates below 10% of the initial policy's (discrete: of ln n; GRPO, which "
+           "starts from a checkpoint: of the entropy at onset); Gaussian: the per-dimension std shrank 10x from "
+           "a unit Gaussian", threshold=0.1, direction="below",
            calibrated=True)
 def entropy_collapse(post: pd.DataFrame, meta: dict) -> tuple[float, str]:
     col = finite(post["entropy"])
@@ -143,6 +144,11 @@ def entropy_collapse(post: pd.DataFrame, meta: dict) -> tuple[float, str]:
         return math.nan, "entropy: no finite values"
     last = float(col.iloc[-5:].mean())
     space = meta.get("action_space") or {}
+    if meta.get("algo") == "grpo" and space.get("type") != "box":
+        # GRPO starts from a supervised checkpoint whose entropy is far below ln n (an LLM's is):
+        # the initial policy is the one at the first update after onset
+        initial = float(col.iloc[0])
+        return (last / initial if initial > 0 else math.nan), f"entropy {initial:.3g} at onset -> {last:.3g}"
     if space.get("type") == "box":
         dim = space["dim"]
         initial = dim * (0.5 + 0.5 * math.log(2 * math.pi))
