@@ -59,11 +59,13 @@ def _init_worker() -> None:
 
 
 def _call(fn: Callable[..., dict[str, Any]], job: dict[str, Any], root: str) -> dict[str, Any]:
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     try:
         out = fn(job, Path(root))
     except Exception:  # noqa: BLE001 - a crashed run is reported, the others go on
         return {"error": traceback.format_exc(), "job": job, "wall_s": time.perf_counter() - start}
+    for label in out.values():        # this process's CPU time (one torch thread): the cost on a free core
+        label["cpu_s"] = round(time.process_time() - cpu, 2)
     return out
 
 
@@ -96,7 +98,7 @@ def run_jobs(fn: Callable[[dict[str, Any], Path], dict[str, Any]], jobs: Iterabl
         write_labels(root, labels)
         label = next(iter(out.values()))
         print(f"[{i}/{len(todo)}] {label['name']} {label['env']} {label['variant']} seed {label['seed']}: "
-              f"{label['wall_s']:.1f} s "
+              f"{label['wall_s']:.1f} s, {label['cpu_s']:.1f} s CPU "
               f"({time.perf_counter() - start:.0f} s elapsed)", flush=True)
     if futures is not None:
         pool.shutdown()

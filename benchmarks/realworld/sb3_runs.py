@@ -234,7 +234,8 @@ def main() -> None:
         return
     labels, failures, wall = run_jobs(train, jobs, args.out, args.jobs)
     summary = {"runs": len(jobs), "failed": len(failures), "wall_s": round(wall, 1), "jobs": args.jobs,
-               "run_wall_s_sum": round(sum(v["wall_s"] for v in labels.values()), 1)}
+               "run_wall_s_sum": round(sum(v["wall_s"] for v in labels.values()), 1),
+               "run_cpu_s_sum": round(sum(v.get("cpu_s", 0) for v in labels.values()), 1)}
     (args.out / "generation.json").write_text(json.dumps(summary, indent=1) + "\n")
     print(json.dumps(summary))
     for f in failures:

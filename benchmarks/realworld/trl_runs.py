@@ -71,8 +71,8 @@ SETTINGS: list[dict[str, Any]] = [
     {"beta": 0.0, "num_iterations": 2, "loss_type": "grpo", "rewards": ["correct"]},
     {"beta": 0.04, "num_iterations": 2, "loss_type": "dapo", "rewards": ["correct", "format_reward"]},
 ]
-HEALTHY_SEEDS = [0, 1, 2]
-FAULT_SEEDS = [0, 1, 2, 3]
+HEALTHY_SEEDS = [0, 1, 2, 3, 4]
+FAULT_SEEDS = [0, 1, 2, 3, 4, 5, 6, 7]
 
 # variant -> ways: (how, spec). spec: "config" (GRPOConfig values over the setting), "setting" (keys of
 # SETTINGS forced), "rewards" (reward functions by name), "patch" (code change, see make_trainer).
@@ -310,6 +310,7 @@ def main() -> None:
     labels, failures, wall = run_jobs(train, jobs, args.out, args.jobs)
     summary = {"runs": len(jobs), "failed": len(failures), "sft_s": round(sft_s, 1), "wall_s": round(wall + sft_s, 1),
                "jobs": args.jobs, "run_wall_s_sum": round(sum(v["wall_s"] for v in labels.values()), 1),
+               "run_cpu_s_sum": round(sum(v.get("cpu_s", 0) for v in labels.values()), 1),
                "sft": json.loads((args.out / "base-model" / "sft.json").read_text())}
     (args.out / "generation.json").write_text(json.dumps(summary, indent=1) + "\n")
     print(json.dumps(summary))
