@@ -131,6 +131,23 @@ def completions_truncated(post: pd.DataFrame, meta: dict) -> tuple[float, str]:
     return _median(post, "response_clip_ratio")
 
 
+@signature("logp_per_token_low", "logp_mean",
+           "GRPO (tokens): the trainer's summed completion log-prob per generated token (logp_mean / length_mean) "
+           "below -1 nat at the median: the loss mask holds tokens the policy never generates (padding after EOS); "
+           "a warm-started policy sampling at T = 1 scores its own tokens at about -0.2 to -0.4",
+           threshold=-1.0, direction="below", calibrated=True)
+def logp_per_token_low(post: pd.DataFrame, meta: dict) -> tuple[float, str]:
+    if not _token_grpo(meta):
+        return math.nan, "GRPO on token tasks only"
+    if "logp_mean" not in post or "length_mean" not in post:
+        return math.nan, "logp_mean or length_mean not recorded"
+    rows = post[np.isfinite(post["logp_mean"]) & np.isfinite(post["length_mean"]) & (post["length_mean"] > 0)]
+    if rows.empty:
+        return math.nan, "no update with logp_mean and a positive length_mean"
+    q = float((rows["logp_mean"] / rows["length_mean"]).median())
+    return q, f"median logp_mean / length_mean = {q:.3g} nats per generated token"
+
+
 @signature("reward_stalls", "reward_mean",
            "GRPO (tokens): the reward does not improve: mean reward over the last third of the updates after onset at most "
            "0.02 above the first third's (a broken advantage; healthy runs from the warm-up rise by 0.2-0.3)",
