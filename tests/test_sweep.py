@@ -81,9 +81,9 @@ def test_catalogue_plan_covers_faults_setups_onsets_controls():
     assert not any(j[0] == "algo=ppo_single_pass" and j[3] != "fault=none" for j in jobs)
     n_ppo = sum("ppo" in c.algos and "native" in c.backends for n, c in FAULTS.items() if n != "none")
     n_grpo = sum("grpo" in c.algos and "native" in c.backends for n, c in FAULTS.items() if n != "none")
-    # the healthy runs in the settings PPO faults live in (e.g. gradient accumulation), once each
-    n_settings = len({tuple(sorted(c().setting().items())) for n, c in FAULTS.items()
-                      if "ppo" in c.algos and "native" in c.backends and c().setting()})
+    # the healthy runs in the settings faults live in (e.g. gradient accumulation), once each per algo
+    n_settings = sum(len({tuple(sorted(c().setting().items())) for n, c in FAULTS.items()
+                          if algo in c.algos and "native" in c.backends and c().setting()}) for algo in ("ppo", "grpo"))
     # every fault twice (onset 0 and mid-run), the healthy run and the control once; 2 seeds each
     assert len(jobs) == 2 * (2 * n_ppo + 1 + n_settings + 2 * n_grpo + 1 + 1)
     assert jobs[0][0] == "algo=grpo"              # longest jobs first
