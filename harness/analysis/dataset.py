@@ -57,7 +57,7 @@ def data_table(rs: RunSet, runs: pd.DataFrame) -> pd.DataFrame:
     data = pd.concat(frames, ignore_index=True)
     order = ["run_id", "update", "env_step", "fault", "fault_active", *[c for c in LABELS if c != "fault"],
              *CANONICAL]
-    return data[order]
+    return data.reindex(columns=order)      # a metric a run predates is NaN
 
 
 def splits_table(runs: pd.DataFrame) -> pd.DataFrame:
@@ -65,6 +65,21 @@ def splits_table(runs: pd.DataFrame) -> pd.DataFrame:
     out = pd.DataFrame({"run_id": runs["run_id"], "by_seed": by_seed})
     for env in sorted(runs["env"].unique()):
         out[f"heldout_{env}"] = (runs["env"] == env).map({True: "test", False: "train"})
+    return out
+
+
+def _sampled_lines(runs: pd.DataFrame) -> list[str]:
+    """How widely the diverse runs' configured hyperparameters vary (distinct values, range)."""
+    diverse = runs[runs["origin"] == "diverse"]
+    if diverse.empty:
+        return []
+    out = [f"- the {len(diverse)} diverse runs' configured hyperparameters (distinct values; range):"]
+    for col in sorted(c for c in diverse.columns if c.startswith("configured.")):
+        values = pd.to_numeric(diverse[col], errors="coerce").dropna()
+        if values.nunique() > 1:
+            out.append(f"  - `{col.split('.', 1)[1]}`: {values.nunique()} values; {values.min():.4g} .. {values.max():.4g}")
+    envs = diverse.groupby("algo")["env"].unique()
+    out += [f"- diverse {algo} envs: {', '.join(sorted(v))}" for algo, v in envs.items()]
     return out
 
 
@@ -85,6 +100,13 @@ def datasheet(runs: pd.DataFrame, data: pd.DataFrame, rs: RunSet, command: str) 
              f"healthy runs of which {int(runs['is_control'].sum())} are look-alike controls.",
              f"- status: {dict(Counter(runs['status']))} (diverged and crashed runs are kept, with their "
              "metrics up to the last update).", "",
+             "- origin: " + ", ".join(f"{k} {v}" for k, v in Counter(runs["origin"]).items()) + " (`catalogue`: "
+             "the catalogue sweep's fixed setups, faults at default severity, matched seeds with healthy twins; "
+             "`diverse`: the dataset sweep, every run drawn from a sampling space: setup, hyperparameters, fault "
+             "and severity, onset, seed; its draws are in each run's meta.json `sampled`).",
+             f"- onset: {int(((runs['fault'] != 'none') & (runs['onset'] > 0)).sum())} of "
+             f"{int((runs['fault'] != 'none').sum())} faulty runs switch the fault on mid-run (onset > 0).",
+             *_sampled_lines(runs), "",
              "Runs per label:", "",
              *table(["fault", "setup", *counts.columns],
                     [[fault, setup, *(int(v) for v in row)] for (fault, setup), row in counts.iterrows()])]
@@ -99,6 +121,11 @@ def datasheet(runs: pd.DataFrame, data: pd.DataFrame, rs: RunSet, command: str) 
               "- `fault` (run level): the injected fault, `none` for healthy runs and controls.",
               "- `fault_active` (row level): True from the onset update on.",
               "- `onset`: the update at which the fault switches on.",
+              "- `fault_form`: how the bug is met: misconfigured (the configured value a detector sees is the "
+              "bad one), overridden (config says one thing, code uses another) or code bug.",
+              "- `fault_kind`: training (the run is broken) or telemetry (training is healthy, a logged metric "
+              "is wrong).",
+              "- `origin`: catalogue or diverse (see Composition).",
               "- `is_control`: a healthy configuration that shows a raw fault symptom by construction "
               "(one epoch and one minibatch: ratio == 1 is correct there).",
               "- `status`: ok | diverged (a loss, gradient or parameter went non-finite) | crashed.", "",
@@ -118,8 +145,10 @@ def datasheet(runs: pd.DataFrame, data: pd.DataFrame, rs: RunSet, command: str) 
               "## Library versions",
               *[f"- {lib}: {', '.join(sorted(v))}" for lib, v in sorted(versions.items())], "",
               "## Caveats",
-              "- Toy environments (CartPole, a digit-sequence token task): signatures are about training "
-              "dynamics, not scale.",
+              "- Toy environments (CartPole, Acrobot, LunarLander, Pendulum; digit-sequence token tasks on a "
+              "2-layer transformer): signatures are about training dynamics, not scale.",
+              "- The diagnosis model is fitted on the diverse runs; score a fitted detector on runs it has not "
+              "seen (`evaluate` leaves its training runs out).",
               "- Thresholds of named signatures are hypotheses; the catalogue reports how they fare.", ""]
     return "\n".join(lines)
 
