@@ -204,26 +204,38 @@ class Space:
                 return trial
         return params
 
+    def _draw(self, index: int, rng: np.random.Generator, weights: np.ndarray) -> Spec:
+        setup = self.setups[int(rng.choice(len(self.setups), p=weights / weights.sum()))]
+        hp, env = self._hyperparameters(setup, rng)
+        faults = self.applicable_faults(setup)
+        healthy = rng.random() < self.healthy_share or not faults or setup.get("healthy_only", False)
+        fault = "none" if healthy else faults[int(rng.integers(len(faults)))]
+        params = {k: draw(v, rng) for k, v in self.faults.get(fault, {}).items()}
+        if fault != "none" and setup["backend"] == "sb3":
+            params = self._sb3_form(fault, params)
+        run_seed = int(rng.integers(0, 2**31 - 1))
+        return Spec(setup=setup, algo=hp, env=env, fault=fault, fault_params=params, onset=0, seed=run_seed,
+                    index=index)
+
     def sample(self, size: int, seed: int, n_updates) -> list[Spec]:
         """``size`` specs; ``n_updates(spec_without_onset)`` gives a run's planned updates (for the
-        mid-run onset)."""
+        mid-run onset) and raises ConfigError for a draw that cannot run (it is drawn again).
+        The draws depend on the fault registry: adding a fault changes the sample."""
         rng = np.random.default_rng(seed)
         weights = np.array([float(s.get("weight", 1.0)) for s in self.setups])
         specs = []
         for index in range(size):
-            setup = self.setups[int(rng.choice(len(self.setups), p=weights / weights.sum()))]
-            hp, env = self._hyperparameters(setup, rng)
-            faults = self.applicable_faults(setup)
-            healthy = rng.random() < self.healthy_share or not faults or setup.get("healthy_only", False)
-            fault = "none" if healthy else faults[int(rng.integers(len(faults)))]
-            params = {k: draw(v, rng) for k, v in self.faults.get(fault, {}).items()}
-            if fault != "none" and setup["backend"] == "sb3":
-                params = self._sb3_form(fault, params)
-            run_seed = int(rng.integers(0, 2**31 - 1))
-            spec = Spec(setup=setup, algo=hp, env=env, fault=fault, fault_params=params, onset=0, seed=run_seed,
-                        index=index)
-            if fault != "none" and rng.random() < self.mid_onset_share:
-                n = n_updates(spec)
+            for _ in range(1000):       # a draw the fault's setting cannot run with is drawn again
+                spec = self._draw(index, rng, weights)
+                try:
+                    n = n_updates(spec)
+                except ConfigError:
+                    continue
+                break
+            else:
+                raise ConfigError(f"hydra.sweeper.space: no valid draw for run {index} in 1000 tries "
+                                  "(a fault's setting clashes with the hyperparameter ranges)")
+            if spec.fault != "none" and rng.random() < self.mid_onset_share:
                 spec = dataclasses.replace(spec, onset=int(rng.integers(1, max(2, n // 3 + 1))))
             specs.append(spec)
         return specs

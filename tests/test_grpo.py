@@ -48,12 +48,13 @@ def test_group_advantages():
 @pytest.mark.slow
 def test_healthy_grpo_learns_the_default_task(tmp_path):
     """From the warm-up checkpoint: a middling start, mean reward of the last 10 updates >= 0.85,
-    KL to the reference 0 at the start and small throughout, entropy not collapsed; under a minute."""
+    KL to the reference 0 at the start and small throughout, entropy not collapsed (its wall time is
+    measured in benchmarks/grpo_speed.py, not here)."""
     collapsed = 0
     for seed in SEEDS:
         res = train([*GRPO, f"seed={seed}", f"results_dir={tmp_path}"])
         m = res.metrics
-        assert res.meta["status"] == "ok" and res.meta["wall_s"] < 60
+        assert res.meta["status"] == "ok"
         assert 0.4 <= m["reward_mean"].iloc[:5].mean() <= 0.7, f"seed {seed}"
         assert m["reward_mean"].iloc[-10:].mean() >= 0.85, f"seed {seed}"
         steps = RunStore(tmp_path).load_steps(res.run_id)

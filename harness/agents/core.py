@@ -135,6 +135,8 @@ def ppo_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batch: 
     for epoch in range(hp.n_epochs):
         order = torch.randperm(n_samples, generator=generator)
         for minibatch, idx in enumerate(order.tensor_split(hp.n_minibatches)):
+            if len(idx) == 0:              # more minibatches than samples: an empty slice trains nothing
+                continue
             full_adv = batch["adv"][idx]
             if hp.norm_adv:
                 full_adv = (full_adv - full_adv.mean()) / (full_adv.std() + 1e-8)
