@@ -14,7 +14,7 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-from harness.config import Experiment
+from harness.config import ConfigError, Experiment
 from harness.metrics import PROGRESS
 from harness.report import print_signatures, side_by_side
 from harness.run import RunResult, get_or_train, healthy_twin, n_updates_planned
@@ -110,13 +110,17 @@ def run_batch(path: str, results_dir: str, torch_threads: int = 1) -> None:
     lines = [ln for ln in Path(path).read_text().splitlines() if ln.strip()]
     for line in lines:
         spec = Spec.from_json(line)
-        key = (spec.setup["algo"], spec.setup["env"], spec.setup["backend"], spec.fault)
-        if key not in bases:
-            base = make_experiment([f"algo={key[0]}", f"env={key[1]}", f"backend={key[2]}", f"fault={key[3]}",
-                                    f"results_dir={results_dir}", f"torch_threads={torch_threads}", "twin=false",
-                                    "progress=false"])
-            bases[key] = base
-        exp = dataclasses.replace(specialise(bases[key], spec), results_dir=results_dir)
+        form = [f"fault.form={spec.fault_params['form']}"] if "form" in spec.fault_params else []
+        key = (spec.setup["algo"], spec.setup["env"], spec.setup["backend"], spec.fault, *form)
+        try:
+            if key not in bases:
+                bases[key] = make_experiment([f"algo={key[0]}", f"env={key[1]}", f"backend={key[2]}",
+                                              f"fault={key[3]}", *form, f"results_dir={results_dir}",
+                                              f"torch_threads={torch_threads}", "twin=false", "progress=false"])
+            exp = dataclasses.replace(specialise(bases[key], spec), results_dir=results_dir)
+        except ConfigError as err:          # one bad draw is reported; the job's other runs still train
+            console.print(f"[dataset {spec.index}] {spec.fault}: not run: {err}", soft_wrap=True)
+            continue
         res = get_or_train(exp)
         outcome = "reused" if res.reused else f"{res.meta['status']} in {res.meta['wall_s']:.1f} s"
         console.print(f"[dataset {spec.index}] {exp.fault.name} ({exp.algo.name}/{exp.env.name}/"
