@@ -111,11 +111,16 @@ def test_manifested_is_decided_on_held_out_seeds(store):
     assert zero.iloc[0]["manifested"] and "reward_zero" in zero.iloc[0]["manifested_by"]
     reward_zero = zero.set_index("name").loc["reward_zero"]
     assert reward_zero["heldout_p"] == pytest.approx(1 / 252)       # 5/5 vs 0/5, Fisher one-sided
-    # three held-out seeds a side cannot reach significance: the mid-run cell is reported, not manifested
+    # the mid-run cell: evidence selected on calibration, tested in a fixed sequence on held-out seeds
+    # (the first item decides; a later item is reported only if every earlier one passed)
     mid = cell(cat, "zero_reward", "ppo/cartpole/native", onset="mid").iloc[0]
-    assert mid["onsets"] == "3, 4" and not mid["manifested"] and mid["n_evidence"] > 0
+    assert mid["onsets"] == "3, 4" and mid["n_evidence"] > 0
+    rows = cell(cat, "zero_reward", "ppo/cartpole/native", onset="mid").set_index("name")
+    revealed = [item for item in mid["manifested_by"].split(", ") if item]
+    for item in revealed:
+        assert rows.loc[item.removesuffix(" (AUROC)"), "heldout_p"] < 0.05
     md = (root / "catalogue" / "CATALOGUE.md").read_text()
-    assert "- `zero_reward onset=mid | ppo/cartpole/native`: return_mean" in md
+    assert "zero_reward onset=mid | ppo/cartpole/native" in md
 
 
 def test_a_diverged_run_shows_no_artefacts_of_being_short(store):

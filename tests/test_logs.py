@@ -31,7 +31,18 @@ def command(module: str, *args: str) -> subprocess.CompletedProcess:
 
 
 def ranked(stdout: str) -> list[str]:
-    return [line.split()[1] for line in stdout.splitlines() if line.strip()[:2].strip(".").isdigit()]
+    """The answers diagnose ranks, in order: the lines of its ``probabilities:`` block."""
+    lines = stdout.splitlines()
+    if "probabilities:" not in lines:
+        return []
+    out = []
+    for line in lines[lines.index("probabilities:") + 1:]:
+        parts = line.split()
+        if not line.startswith("  ") or len(parts) != 2:
+            break
+        float(parts[1])
+        out.append(parts[0])
+    return out
 
 
 @pytest.fixture(scope="module")

@@ -60,7 +60,8 @@ def stream(detector: Detector, info: RunInfo, metrics: pd.DataFrame) -> list[tup
     """Feed one run's rows to the detector; every alarm with the update it was raised at."""
     detector.reset(info)
     alarms = []
-    for update, row in zip(metrics["update"].to_numpy(), metrics[list(CANONICAL)].to_dict("records")):
+    rows = metrics.reindex(columns=list(CANONICAL))        # a metric the dataset predates is NaN
+    for update, row in zip(metrics["update"].to_numpy(), rows.to_dict("records")):
         for alarm in detector.update(int(update), row) or []:
             alarms.append((int(update), alarm))
     return alarms
