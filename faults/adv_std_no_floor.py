@@ -56,6 +56,7 @@ class AdvStdNoFloor(Fault):
                   "advantages/max 7428, grad_norm 35); PR 4158 (-2075); NeMo-RL#1518 (+-1,000,000)")
     acts_on = "update-loop hook: advantages (zero_std: effective hyperparameter adv_eps -> 0)"
     algos = ("grpo",)
+    backends = ("native", "trl")
     expected = ("adv_nonfinite_or_huge", "nonfinite")
 
     def hyperparams(self, hp: Any) -> Any:

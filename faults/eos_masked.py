@@ -34,6 +34,7 @@ class EosMasked(Fault):
                   "reasoning-from-scratch PR #185 (EOS not in the gradient: 'may unlearn generating stop tokens')")
     acts_on = "update-loop hook: completion_mask (EOS removed)"
     algos = ("grpo",)
+    backends = ("native", "trl")
     expected = ("completions_truncated",)
 
     def completion_mask(self, mask: torch.Tensor, tokens: torch.Tensor, eos: int, pad: int) -> torch.Tensor:

@@ -27,7 +27,7 @@ class ExcessiveLR(Fault):
                   "('exploding KL divergence and explained variance becoming negative ... Lowering the "
                   "learning rate makes it more stable')")
     acts_on = "hyperparameter: lr * factor (misconfigured: in the config; overridden: replaced in the update)"
-    backends = ("native", "sb3")
+    backends = ("native", "sb3", "trl")
     expected = ("kl_explodes", "kl_high", "entropy_collapse")
 
     def hyperparams(self, hp: Any) -> Any:

@@ -28,6 +28,7 @@ class FormatRewardNeverMatches(Fault):
                   "simple_GRPO#19")
     acts_on = "update-loop hook: reward_scores"
     algos = ("grpo",)
+    backends = ("native", "trl")
     expected = ("reward_fn_zero",)
 
     def reward_scores(self, scores: dict[str, Any]) -> dict[str, Any]:

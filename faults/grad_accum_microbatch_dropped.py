@@ -31,6 +31,7 @@ class GradAccumMicrobatchDropped(Fault):
                   "torchtitan PR #3575 ('zeroing grad from all micro-batches except the last one'), starVLA#395")
     acts_on = "update-loop hook: microbatch_backward (last only); setting: grad_accum = accum_steps"
     algos = ("grpo",)
+    backends = ("native", "trl")
     expected = ("grad_norm_small",)
 
     def setting(self) -> dict[str, Any]:

@@ -38,6 +38,7 @@ class GroupMisalignment(Fault):
                   "d1#19")
     acts_on = "update-loop hook: group_layout (misassigned) / advantages (mixed_groups)"
     algos = ("grpo",)
+    backends = ("native", "trl")
     expected = ("reward_stalls",)
 
     @staticmethod

@@ -27,6 +27,7 @@ class KLPenaltySignFlip(Fault):
                   "maximized'); Logic-RL#58; ToolRL#52 ('training becomes unstable and eventually collapses')")
     acts_on = "effective hyperparameter: beta -> -beta in the loss (the config keeps +beta)"
     algos = ("grpo",)
+    backends = ("native", "trl")
     expected = ("kl_ref_explodes",)
 
     def hyperparams(self, hp: Any) -> Any:

@@ -11,5 +11,5 @@ class NoFault(Fault):
     description = "no fault: the healthy agent"
     provenance = "-"
     acts_on = "nothing"
-    backends = ("native", "sb3")
+    backends = ("native", "sb3", "trl")
     expected = ()

@@ -33,6 +33,7 @@ class PostEosUnmasked(Fault):
                   "noise and instability), trl PR #7039 (tokens after a secondary EOS kept in the loss)")
     acts_on = "update-loop hook: completion_mask (all positions)"
     algos = ("grpo",)
+    backends = ("native", "trl")
     expected = ("logp_per_token_low",)
 
     def completion_mask(self, mask: torch.Tensor, tokens: torch.Tensor, eos: int, pad: int) -> torch.Tensor:

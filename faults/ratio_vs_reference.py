@@ -36,6 +36,7 @@ class RatioVsReference(Fault):
                   "mlx-examples PR #1233 review ('using ref model log probs in ratio ... unbalances the loss')")
     acts_on = "update-loop hook: behaviour_logprob"
     algos = ("grpo",)
+    backends = ("native", "trl")
     expected = ("approx_kl_tracks_kl_ref", "ratio_explodes")
 
     def behaviour_logprob(self, old: torch.Tensor, sources: dict[str, torch.Tensor]) -> torch.Tensor:

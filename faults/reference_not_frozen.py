@@ -40,7 +40,16 @@ class ReferenceNotFrozen(Fault):
                   "compute_loss, where this bug gives kl exactly 0")
     acts_on = "update-loop hook: ref_logprob"
     algos = ("grpo",)
+    backends = ("native", "trl")
     expected = ("kl_ref_tracks_update_drift", "kl_ref_zero")
+
+    def trl_refusal(self) -> str | None:
+        """TRL >= 0.15 takes the reference log-probs once, at generation (``ref_model = model`` gives the
+        at_rollout form); the in_loss form is TRL 0.14's code, not the installed TRL's."""
+        if self.computed == "in_loss":
+            return ("computed=in_loss is TRL 0.14's compute_loss; the installed TRL computes reference log-probs "
+                    "at generation (use computed=at_rollout)")
+        return None
 
     def ref_logprob(self, stored: torch.Tensor, live: torch.Tensor, phase: str = "update") -> torch.Tensor:
         if phase == "rollout" or self.computed == "in_loss":

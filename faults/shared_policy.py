@@ -27,7 +27,7 @@ class SharedPolicy(Fault):
                   "always be 1'); tensorforce#312 ('prob_ratio always 1' across minibatches). Look-alike control: "
                   "minimind#775, ms-swift#4727, trl#3120 (ratio == 1 is correct single-pass)")
     acts_on = "update-loop hook: old_logprob"
-    backends = ("native", "sb3")
+    backends = ("native", "sb3", "trl")
     expected = ("ratio_pinned", "approx_kl_zero", "clipfrac_zero")
 
     def old_logprob(self, stored: torch.Tensor, live: torch.Tensor) -> torch.Tensor:

@@ -37,6 +37,7 @@ class StaleSamplerWeights(Fault):
                   "verl PR #3461")
     acts_on = "update-loop hook: sync_sampler"
     algos = ("grpo",)
+    backends = ("native", "trl")
     expected = ("sampler_mismatch_high", "sampler_mismatch_grows")
 
     def sync_sampler(self, update: int, due: bool) -> bool:

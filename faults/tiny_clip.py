@@ -18,7 +18,7 @@ class TinyClip(Fault):
                   "for a different ratio scale; no public report of this exact value was found. The "
                   "post-training-toolkit heuristics flag clipfrac > 0.3 for this symptom")
     acts_on = "hyperparameter: clip_range (misconfigured: in the config; overridden: replaced in the update)"
-    backends = ("native", "sb3")
+    backends = ("native", "sb3", "trl")
     expected = ("clipfrac_saturated", "approx_kl_tiny")
 
     def hyperparams(self, hp: Any) -> Any:

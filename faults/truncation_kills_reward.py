@@ -31,6 +31,7 @@ class TruncationKillsReward(Fault):
                   "1, loss 0, grad_norm 0); trl#5697 (max_completion_length=256 truncates 97-99%); CoursIA#13596")
     acts_on = "hyperparameter: max_new_tokens (TRL max_completion_length)"
     algos = ("grpo",)
+    backends = ("native", "trl")
     expected = ("completions_truncated", "reward_zero", "groups_uniform")
 
     def hyperparams(self, hp: Any) -> Any:

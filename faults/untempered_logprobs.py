@@ -36,6 +36,7 @@ class UntemperedLogprobs(Fault):
                   "unsloth-zoo PR #832 (untempered MLX GRPO log-probs, 'agreed exactly only at temperature=1.0')")
     acts_on = "update-loop hook: logprob_temperature (trainer -> 1.0); setting: temperature"
     algos = ("grpo",)
+    backends = ("native", "trl")
     expected = ("sampler_mismatch_high", "kl_sampler_high")
 
     def __post_init__(self) -> None:

@@ -28,7 +28,7 @@ class ZeroReward(Fault):
     provenance = ("RLinf#682 ('the rewards are always 0.0'); trl#3857 (uniform groups: 'loss': 0.0, "
                   "'grad_norm': 0.0, 'reward_std': 0.0, 'frac_reward_zero_std': 1.0)")
     acts_on = "env wrapper: reward -> 0"
-    backends = ("native", "sb3")
+    backends = ("native", "sb3", "trl")
     expected = ("reward_zero", "value_to_zero")
 
     def wrap_env(self, env: Any) -> Any:

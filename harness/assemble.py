@@ -52,13 +52,21 @@ def load_experiment(cfg: DictConfig) -> Experiment:
         raise ConfigError(f"unknown backend {backend.name!r}; valid choices: {', '.join(BACKENDS)}")
     if backend.name == "sb3" and algo.name != "ppo":
         raise ConfigError(f"backend=sb3 runs stable-baselines3's PPO; algo={algo.name} runs on backend=native")
+    if backend.name == "trl" and (algo.name != "grpo" or env.id != "harness/ToySeq-v0"):
+        raise ConfigError(f"backend=trl runs TRL's GRPOTrainer on token tasks (algo=grpo env=toyseq), not "
+                          f"algo={algo.name} env={env.name}")
     if algo.name == "grpo":
         check_grpo_env(algo, env)
     elif env.id == "harness/HighDim-v0":
         raise ConfigError(f"env=highdim scores whole high-dimensional samples: it runs with algo=grpo, not algo={algo.name}")
     fault_cfg = OmegaConf.to_container(cfg.fault, resolve=True)
     fault = checked_fault(fault_cfg, algo.name, backend.name)
-    return Experiment(algo=configured_algo(fault, algo, backend.name), env=env, backend=backend, fault=fault,
+    algo = configured_algo(fault, algo, backend.name)
+    if backend.name == "trl":
+        from harness.agents.trl import check_expressible
+
+        check_expressible(fault, algo, env)
+    return Experiment(algo=algo, env=env, backend=backend, fault=fault,
                       fault_cfg=fault_cfg, seed=cfg.seed, torch_threads=cfg.torch_threads,
                       results_dir=cfg.results_dir, twin=cfg.twin, progress=cfg.progress)
 
@@ -71,6 +79,10 @@ def checked_fault(fault_cfg: dict, algo: str, backend: str):
         from harness.agents.sb3 import check_expressible
 
         check_expressible(fault)     # one line naming why, before the generic refusal below
+    if backend == "trl" and algo in fault.algos:
+        from harness.agents.trl import check_expressible as check_trl
+
+        check_trl(fault)
     fault.check_applicable(algo=algo, backend=backend)
     return fault
 

@@ -311,7 +311,7 @@ class BackendConfig:
     name: str = "native"
 
 
-BACKENDS = ("native", "sb3")
+BACKENDS = ("native", "sb3", "trl")
 
 
 @dataclass

@@ -62,6 +62,9 @@ def agent(exp: Experiment) -> ModuleType:
     if exp.backend.name == "sb3" and exp.algo.name == "ppo":
         from harness.agents import sb3
         return sb3
+    if exp.backend.name == "trl" and exp.algo.name == "grpo":
+        from harness.agents import trl
+        return trl
     raise NotImplementedError(f"no trainer for algo={exp.algo.name} backend={exp.backend.name}")
 
 
@@ -92,7 +95,7 @@ def configured_optimizer_steps(exp: Experiment) -> int:
 
 def start_checkpoint(exp: Experiment) -> dict[str, Any] | None:
     """GRPO on token tasks starts from a cached warm-up checkpoint: its directory and checksum."""
-    if exp.algo.name != "grpo" or exp.backend.name != "native" or exp.env.id != "harness/ToySeq-v0":
+    if exp.algo.name != "grpo" or exp.env.id != "harness/ToySeq-v0":
         return None
     from harness.agents import sft
 
@@ -133,12 +136,14 @@ def get_or_train(exp: Experiment, on_update: Callable[[dict], None] | None = Non
         rows: list[dict] = []
         steps: list[dict] = []
         episodes: list[dict] = []
+        files: dict[str, bytes] = {}     # a framework's own log, kept beside the run
         status, error = "ok", None
         start = time.perf_counter()
         try:
             for row in agent(exp).train(exp):
                 steps += [{"update": row["update"], **s} for s in row.pop("steps", [])]
                 episodes += row.pop("episodes", [])
+                files.update(row.pop("files", {}))
                 rows.append(row)
                 if on_update:
                     on_update(row)
@@ -151,8 +156,8 @@ def get_or_train(exp: Experiment, on_update: Callable[[dict], None] | None = Non
         wall_s = time.perf_counter() - start
 
         meta = build_meta(exp, rid, status, error, len(rows), wall_s)
-        store.save(rid, meta, rows, steps, episodes)
-        return RunResult(rid, meta, store.load_metrics(rid), reused=False)
+        store.save(rid, meta, rows, steps, episodes, files)
+        return RunResult(rid, store.load_meta(rid) or meta, store.load_metrics(rid), reused=False)
 
 
 def build_meta(exp: Experiment, rid: str, status: str, error: str | None, n_updates: int,

@@ -156,13 +156,19 @@ class RunStore:
         return pd.read_parquet(path) if path.exists() else table_frame([], EPISODE_COLUMNS)
 
     def save(self, rid: str, meta: dict[str, Any], rows: list[dict[str, Any]],
-             steps: list[dict[str, Any]] | None = None, episodes: list[dict[str, Any]] | None = None) -> None:
+             steps: list[dict[str, Any]] | None = None, episodes: list[dict[str, Any]] | None = None,
+             files: dict[str, bytes] | None = None) -> None:
+        """Write the run's tables and any extra ``files`` (e.g. a framework's own log, by relative
+        path), then meta.json with every file's checksum (last: its presence marks the run complete)."""
         run_dir = self.run_dir(rid)
         tables = {METRICS: metrics_frame(rows), STEPS: table_frame(steps or [], STEP_COLUMNS),
                   EPISODES: table_frame(episodes or [], EPISODE_COLUMNS)}
         for name, frame in tables.items():
             atomic_write_parquet(run_dir / name, frame)
-        meta = {**meta, "files": {name: file_digest(run_dir / name) for name in tables}}
+        for name, data in (files or {}).items():
+            (run_dir / name).parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_bytes(run_dir / name, data)
+        meta = {**meta, "files": {name: file_digest(run_dir / name) for name in [*tables, *(files or {})]}}
         atomic_write_json(run_dir / META, meta)  # last: its presence marks the run complete
 
     def discard_unfinished(self, rid: str) -> None:

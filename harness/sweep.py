@@ -93,10 +93,13 @@ def plan(setups: Sequence[Setup], controls: Sequence[Setup], faults: Sequence[st
 
 
 def _expressible(cls: type, backend: str) -> bool:
-    """Whether the fault in its default form runs on this backend (e.g. a form SB3 cannot take)."""
-    if backend != "sb3":
+    """Whether the fault in its default form runs on this backend (e.g. a form SB3 or TRL cannot take)."""
+    if backend == "sb3":
+        from harness.agents.sb3 import check_expressible
+    elif backend == "trl":
+        from harness.agents.trl import check_expressible
+    else:
         return True
-    from harness.agents.sb3 import check_expressible
     try:
         check_expressible(cls())
     except ConfigError:
@@ -149,7 +152,9 @@ def plan_runs(settings: dict[str, Any], arguments: Sequence[str],
 
 
 def _cost_rank(algo: str, setup: Setup) -> int:
-    """Longest jobs first (GRPO, then SB3's PPO, then native PPO), which balances the workers."""
+    """Longest jobs first (TRL's GRPO, GRPO, then SB3's PPO, then native PPO), which balances the workers."""
+    if setup.backend == "trl":
+        return -1
     return 0 if algo == "grpo" else 1 if setup.backend == "sb3" else 2
 
 

@@ -134,7 +134,7 @@ def trl_grpo_args(cfg: Any) -> dict[str, Any]:
         "mask_truncated_completions": False,
         "disable_dropout": True,
         "bf16": False,
-        "gradient_checkpointing": False,
+        "activation_checkpointing": False,   # transformers 5 name of gradient_checkpointing (TRL default True)
         "use_cpu": True,
         "report_to": [],
     }
