@@ -134,10 +134,21 @@ def _compose(config_name: str, overrides: list[str], hydra: bool = False) -> Dic
         raise ConfigError(one_line(exc)) from None
 
 
+def with_default_env(overrides: list[str]) -> list[str]:
+    """GRPO's default env is the token task: ``algo=grpo`` (or a GRPO variant) with no ``env=`` on
+    the command line runs ``env=toyseq`` (Hydra's defaults list cannot depend on another group)."""
+    algo = next((a.split("=", 1)[1] for a in overrides if a.startswith("algo=")), "")
+    if algo.startswith("grpo") and "," not in algo and not any(
+            a.lstrip("+~").startswith("env=") or a.lstrip("+~") == "env" for a in overrides):
+        return ["env=toyseq", *overrides]
+    return list(overrides)
+
+
 def make_experiment(overrides: list[str], config_name: str = CONFIG_NAME) -> Experiment:
     """Compose ``overrides`` exactly as ``python -m harness`` does and validate them (the Python
     API behind the command line; raises ConfigError). Inside a running Hydra job (a sweep's
     worker) the job's own Hydra instance composes."""
+    overrides = with_default_env(overrides)
     if GlobalHydra.instance().is_initialized():
         return load_experiment(_compose(config_name, overrides))
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
@@ -184,6 +195,7 @@ def run_app(hydra_app: Callable[[], None], config_name: str = CONFIG_NAME,
 
 
 def main() -> None:
+    sys.argv[1:] = with_default_env(sys.argv[1:])
     run_app(app)
 
 

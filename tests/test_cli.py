@@ -109,3 +109,13 @@ def test_grpo_zero_reward_command(tmp_path):
     assert (active[["adv_mean", "adv_std", "policy_loss"]] == 0).all().all()
     twin = store.load_metrics(metas["none"]["run_id"])["reward_mean"]
     assert twin.iloc[-10:].mean() > twin.iloc[:10].mean() + 0.05
+
+
+def test_grpo_defaults_to_the_token_task_unless_the_command_line_picks_an_env():
+    from harness.cli import with_default_env
+
+    assert with_default_env(["algo=grpo", "fault=zero_reward"]) == ["env=toyseq", "algo=grpo", "fault=zero_reward"]
+    assert with_default_env(["algo=grpo_single_pass"])[0] == "env=toyseq"
+    assert with_default_env(["algo=grpo", "env=highdim"]) == ["algo=grpo", "env=highdim"]
+    assert with_default_env(["algo=ppo"]) == ["algo=ppo"] and with_default_env([]) == []
+    assert with_default_env(["-m", "algo=grpo,ppo"]) == ["-m", "algo=grpo,ppo"]    # a sweep over algos: untouched

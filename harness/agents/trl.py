@@ -620,3 +620,32 @@ def train(exp: Experiment) -> Iterator[dict]:
         worker.join()
         import shutil
         shutil.rmtree(out_dir, ignore_errors=True)
+
+
+#: how each fault's TRL form differs from its native form, beyond the shared mechanism (what explains a
+#: native-vs-TRL disagreement in the catalogue); a fault not listed acts the same way on both
+DIFFERENCES = {
+    "zero_reward": ("TRL's reward functions themselves return 0, so TRL's per-function reward columns are 0 too; "
+                    "natively a reward wrapper zeroes the learner's reward while reward/<fn> keep the verifier's "
+                    "scores"),
+    "ppo_epochs_ignored": ("TRL's sampler still repeats each prompt batch num_iterations=2 times (it is built from "
+                           "the config), so with self.num_iterations=1 TRL generates fresh completions for the same "
+                           "prompts twice; natively the second pass is simply skipped (half the optimizer steps "
+                           "per update on both)"),
+    "grad_accum_microbatch_dropped": ("TRL divides each micro-batch's token-mean loss by the accumulation steps "
+                                      "(bnpo); natively each micro-batch is weighted by its share of the "
+                                      "minibatch's tokens: the dropped share of the gradient differs slightly"),
+    "untempered_logprobs": ("TRL samples through generation_kwargs' temperature and scores with its fused "
+                            "log-prob head at 1.0; natively the sampler records its own log-probs at T, so the "
+                            "sampler/trainer gap is measured the same way but TRL itself never logs it "
+                            "(sampling/* metrics exist only with vLLM)"),
+    "stale_sampler_weights": ("TRL without vLLM generates with the policy itself: the stale weights are swapped "
+                              "in for generation only (_generate_single_turn), as a skipped vLLM sync leaves them"),
+    "truncation_kills_reward": ("TRL's max_completion_length cuts completions exactly as the native sampler does; "
+                                "TRL's logged completions/clipped_ratio is the canonical response_clip_ratio"),
+}
+#: what differs between the backends for every run, healthy ones included
+COMMON_DIFFERENCES = ("TRL does not clamp log-ratios (native: |log r| <= 20, verl's clamp); TRL computes the old "
+                      "log-probs with its fused LM head and the metrics' sampler log-probs with a plain forward "
+                      "(float differences ~1e-6); TRL draws prompts with its own RepeatSampler, so the prompts "
+                      "of a seed differ from the native run's.")

@@ -515,20 +515,36 @@ def _change(c: pd.Series) -> str:
 def agreement_markdown(agree: pd.DataFrame) -> list[str]:
     if agree.empty:
         return []
-    rate_cols = sorted(c for c in agree.columns if c.startswith("rate_faulty_"))
-    backends = [c.removeprefix("rate_faulty_") for c in rate_cols]
+    from harness.agents.trl import COMMON_DIFFERENCES, DIFFERENCES
+
+    notes = {"trl": (DIFFERENCES, COMMON_DIFFERENCES)}
     out = ["## Across implementations", "",
            "Faults run on several backends: each signature that fires on either, held-out firing rate on "
            "faulty seeds (healthy seeds in brackets). **Disagreements** (rates differ by >= 50 points, or "
-           "the signature separates the fault on one backend only) are marked.", ""]
-    shown = agree[(agree[rate_cols].fillna(0) > 0).any(axis=1) | agree["expected"]]
-    out += table(["fault", "setup", "onset", "signature", *backends, ""], [
-        [r["fault"], f"{r['algo']}/{r['env']}", r["onset_kind"],
-         f"{r['signature']} (expected)" if r["expected"] else r["signature"],
-         *[f"{pct(r[f'rate_faulty_{b}'])} ({pct(r[f'rate_healthy_{b}'])})" for b in backends],
-         "**disagree**" if r["disagree"] else ""] for _, r in shown.iterrows()])
-    n = int(agree["disagree"].sum())
-    out += ["", f"{n} disagreement(s) over {len(agree)} fault x signature pairs.", ""]
+           "the signature separates the fault on one backend only) are marked and explained below each table.",
+           ""]
+    for algo, part in agree.groupby("algo"):
+        rate_cols = sorted(c for c in part.columns if c.startswith("rate_faulty_") and part[c].notna().any())
+        backends = [c.removeprefix("rate_faulty_") for c in rate_cols]
+        out += [f"### {algo}: {' vs '.join(backends)}", ""]
+        shown = part[(part[rate_cols].fillna(0) > 0).any(axis=1) | part["expected"]]
+        out += table(["fault", "setup", "onset", "signature", *backends, ""], [
+            [r["fault"], f"{r['algo']}/{r['env']}", r["onset_kind"],
+             f"{r['signature']} (expected)" if r["expected"] else r["signature"],
+             *[f"{pct(r[f'rate_faulty_{b}'])} ({pct(r[f'rate_healthy_{b}'])})" for b in backends],
+             "**disagree**" if r["disagree"] else ""] for _, r in shown.iterrows()])
+        n = int(part["disagree"].sum())
+        out += ["", f"{n} disagreement(s) over {len(part)} fault x signature pairs.", ""]
+        faults = sorted(part.loc[part["disagree"], "fault"].unique())
+        for b in backends:
+            if b not in notes or not faults:
+                continue
+            per_fault, common = notes[b]
+            out += [f"Why {b} disagrees with native ({common}):", ""]
+            out += [f"- `{f}`: {per_fault.get(f, 'the same mechanism on both backends; not explained by the '
+                                            'implementation: the seeds differ (with few TRL seeds a 50-point '
+                                            'gap is one run)')}" for f in faults]
+            out.append("")
     return out
 
 
