@@ -541,9 +541,9 @@ def agreement_markdown(agree: pd.DataFrame) -> list[str]:
                 continue
             per_fault, common = notes[b]
             out += [f"Why {b} disagrees with native ({common}):", ""]
-            out += [f"- `{f}`: {per_fault.get(f, 'the same mechanism on both backends; not explained by the '
-                                            'implementation: the seeds differ (with few TRL seeds a 50-point '
-                                            'gap is one run)')}" for f in faults]
+            unexplained = ("the same mechanism on both backends, so not explained by the implementation: the seeds "
+                           "differ (with few TRL seeds a 50-point gap is one run)")
+            out += [f"- `{f}`: {per_fault.get(f, unexplained)}" for f in faults]
             out.append("")
     return out
 
