@@ -56,6 +56,11 @@ def test_the_answer_rule():
     assert answer(flat, 0.35, anomalous=0.8) == UNKNOWN          # anomalous, but no known fault is likely
     assert answer(flat, 0.35, anomalous=0.2) == HEALTHY
     assert answer(pd.Series({HEALTHY: 0.9, "zero_reward": 0.1}), 0.35, anomalous=0.1) == HEALTHY
+    # detect, then attribute: a fault that wins the class vote by a hair on a log the anomaly head
+    # calls normal (a fault with no trace in this view) is answered healthy
+    faint = pd.Series({HEALTHY: 0.32, "value_bootstrap_stale": 0.36, "no_zero_grad": 0.32})
+    assert answer(faint, 0.35, anomalous=0.3, anomaly_threshold=0.6) == HEALTHY
+    assert answer(faint, 0.35, anomalous=0.7, anomaly_threshold=0.6) == "value_bootstrap_stale"
 
 
 def test_fitted_model_answers_with_probabilities_and_evidence(diverse_model):

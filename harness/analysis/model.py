@@ -201,16 +201,21 @@ class DiagnosisModel:
 
 
 def answer(probs: pd.Series, threshold: float, anomalous: float | None = None, anomaly_threshold: float = 0.5) -> str:
-    """The answer from the class probabilities and P(anomalous): a known fault when it is the most
-    probable class with probability >= ``threshold``; else "unknown" when the run looks anomalous
-    (P(anomalous) >= ``anomaly_threshold``), else healthy."""
+    """The answer from the class probabilities and P(anomalous), detect then attribute: healthy
+    unless the run looks anomalous (P(anomalous) >= ``anomaly_threshold``, fitted so that about
+    ``HEALTHY_ALARMS`` of healthy training logs pass it); then a known fault when it is the most
+    probable class with probability >= ``threshold``, else "unknown". A fault whose runs look
+    healthy in this view (it leaves no trace in the metrics this log has) is thus answered healthy,
+    instead of taking the top class on a healthy log by a hair."""
     top = str(probs.idxmax())
     p_top = float(probs.max())
     if anomalous is None:
         anomalous = 1.0 - float(probs.get(HEALTHY, 0.0))
+    if anomalous < anomaly_threshold:
+        return HEALTHY
     if top != HEALTHY and p_top >= threshold:
         return top
-    return UNKNOWN if anomalous >= anomaly_threshold else HEALTHY
+    return UNKNOWN
 
 
 class TooFewClasses(ValueError):
