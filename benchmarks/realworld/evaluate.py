@@ -2,7 +2,8 @@
 
     python benchmarks/realworld/evaluate.py [--root results/realworld] [--jobs 2] [--tensorboard subset|all|none]
 
-Reads the label files written by sb3_runs.py and trl_runs.py (``<root>/<framework>/labels.json``),
+Reads the label files written by sb3_runs.py, trl_runs.py and trl_backend_logs.py
+(``<root>/<framework>/labels.json``),
 runs ``python -m harness.diagnose log=<path> format=json`` on every log as a user would (a
 subprocess, no profile given: the dialect is auto-detected) — SB3's ``progress.csv`` and TRL's
 last ``checkpoint-*/trainer_state.json``, plus the TensorBoard run directory of a subset (SB3 on
@@ -85,7 +86,9 @@ from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
-EXPECTED = {"sb3": {"profile": "sb3", "algo": "ppo"}, "trl": {"profile": "trl", "algo": "grpo"}}
+EXPECTED = {"sb3": {"profile": "sb3", "algo": "ppo"}, "trl": {"profile": "trl", "algo": "grpo"},
+            # TRL's own trainer_state.json of the harness's backend=trl runs (trl_backend_logs.py)
+            "trl-harness": {"profile": "trl", "algo": "grpo"}}
 ANSWERS = ("healthy", "unknown")
 
 
@@ -101,7 +104,9 @@ def tasks(root: Path, tensorboard: str) -> list[dict[str, Any]]:
     out = []
     for labels_file in sorted(root.glob("*/labels.json")):
         for rel, label in json.loads(labels_file.read_text()).items():
-            label = {**label, "fault": FAULTS[label["variant"]]}
+            # backend=trl runs are labelled with the harness's own names (trl_backend_logs.py)
+            harness_named = label.get("origin") == "harness backend=trl"
+            label = {**label, "fault": label["fault"] if harness_named else FAULTS[label["variant"]]}
             base = labels_file.parent
             out.append({"path": base / rel, "kind": Path(rel).name, "label": label})
             if label.get("tensorboard") and (tensorboard == "all" or (tensorboard == "subset"
