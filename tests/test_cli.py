@@ -119,3 +119,10 @@ def test_grpo_defaults_to_the_token_task_unless_the_command_line_picks_an_env():
     assert with_default_env(["algo=grpo", "env=highdim"]) == ["algo=grpo", "env=highdim"]
     assert with_default_env(["algo=ppo"]) == ["algo=ppo"] and with_default_env([]) == []
     assert with_default_env(["-m", "algo=grpo,ppo"]) == ["-m", "algo=grpo,ppo"]    # a sweep over algos: untouched
+
+
+def test_catalogue_switches_are_plain_keys_on_the_command_line():
+    from harness.analysis.catalogue import CatalogueSettings
+    from harness.cli import preflight
+
+    preflight(["fit_model=false", "views=false", "plots=false"], "catalogue", CatalogueSettings.from_cfg)

@@ -88,7 +88,7 @@ class CatalogueSettings:
         kind = str(cfg.get("model_kind", "logistic"))
         if kind not in KINDS:
             raise ConfigError(f"model_kind={kind!r}; valid choices: {', '.join(KINDS)}")
-        return cls(root, int(cfg.n_mc), trace, bool(cfg.plots), bool(cfg.dataset), bool(cfg.get("model", True)),
+        return cls(root, int(cfg.n_mc), trace, bool(cfg.plots), bool(cfg.dataset), bool(cfg.get("fit_model", True)),
                    bool(cfg.get("left_out", True)), kind, bool(cfg.get("views", True)))
 
 
@@ -302,7 +302,13 @@ def cell_rows(cell: Cell, rs: RunSet, rng: np.random.Generator, n_mc: int,
         if not p < ALPHA:
             break
         revealed.append(item)
+    held = split["held-out"]
+    # the smallest p-value the held-out seeds could give (every faulty seed fires, no healthy one):
+    # when it is not below ALPHA the cell cannot manifest whatever the fault does -- undecided, not "no trace"
+    min_p = stats.fisher_greater(len(held["faulty"]), len(held["faulty"]), 0, len(held["healthy"]))
     summary = cell_summary(cell, rs, windows, revealed, evidence)
+    summary["min_p"] = float(min_p)
+    summary["decidable"] = bool(min_p < ALPHA)
     return [{**summary, **row} for row in sig_rows + metric_rows]
 
 
@@ -356,7 +362,8 @@ def cell_summary(cell: Cell, rs: RunSet, windows: dict[str, Window], revealed: l
 
 SUMMARY_COLUMNS = ("fault", "fault_params", "onset_kind", "algo", "algo_variant", "env", "backend", "cell", "setup",
                    "base", "onsets", "n_faulty", "n_healthy", "n_control", "n_diverged", "n_crashed",
-                   "diverged_updates", "n_evidence", "manifested", "manifested_by", "progress_metric",
+                   "diverged_updates", "n_evidence", "manifested", "manifested_by", "min_p", "decidable",
+                   "progress_metric",
                    "progress_faulty", "progress_healthy", "fault_form", "fault_kind")
 
 
@@ -456,8 +463,9 @@ def detector_rows(rs: RunSet, cat: pd.DataFrame, catalogue_dir: Path | None = No
 
 def backend_agreement(cat: pd.DataFrame) -> pd.DataFrame:
     """For faults run on more than one backend (same algorithm, env, parameters and onset kind):
-    each signature's held-out firing rates side by side, and whether the backends disagree (the
-    rate differs by >= 0.5, or the signature separates the fault on one backend only)."""
+    each signature's held-out firing rates side by side, and whether the backends disagree: the rate
+    on faulty or on healthy runs differs by >= 0.5. (Whether a signature "separates" is not compared:
+    it counts the look-alike controls, which one backend may not have.)"""
     sigs = cat[cat["kind"] == "signature"]
     keys = ["fault", "fault_params", "onset_kind", "algo", "algo_variant", "env"]
     rows = []
@@ -469,14 +477,14 @@ def backend_agreement(cat: pd.DataFrame) -> pd.DataFrame:
         for name in group["name"].unique():
             row = {**dict(zip(keys, key)), "signature": name,
                    "expected": bool(group[group["name"] == name]["expected"].iloc[0])}
-            sep = {}
             for b in backends:
                 r = rates.loc[(name, b)]
                 row[f"rate_faulty_{b}"], row[f"rate_healthy_{b}"] = r["rate_faulty"], r["rate_healthy"]
-                sep[b] = bool(r["separates_calibration"])
-            faulty_rates = [row[f"rate_faulty_{b}"] for b in backends if not math.isnan(row[f"rate_faulty_{b}"])]
-            spread = max(faulty_rates) - min(faulty_rates) if faulty_rates else 0.0
-            row["disagree"] = bool(spread >= 0.5 or len(set(sep.values())) > 1)
+
+            def spread(kind: str) -> float:
+                values = [row[f"rate_{kind}_{b}"] for b in backends if not math.isnan(row[f"rate_{kind}_{b}"])]
+                return max(values) - min(values) if values else 0.0
+            row["disagree"] = bool(spread("faulty") >= 0.5 or spread("healthy") >= 0.5)
             rows.append(row)
     return pd.DataFrame(rows)
 
@@ -520,8 +528,9 @@ def agreement_markdown(agree: pd.DataFrame) -> list[str]:
     notes = {"trl": (DIFFERENCES, COMMON_DIFFERENCES)}
     out = ["## Across implementations", "",
            "Faults run on several backends: each signature that fires on either, held-out firing rate on "
-           "faulty seeds (healthy seeds in brackets). **Disagreements** (rates differ by >= 50 points, or "
-           "the signature separates the fault on one backend only) are marked and explained below each table.",
+           "faulty seeds (healthy seeds in brackets). **Disagreements** (the rate on faulty or on healthy seeds "
+           "differs by >= 50 points) are marked and explained below each table; the backends' seed counts "
+           "differ (see the summary), so a gap of one seed can be 50 points.",
            ""]
     for algo, part in agree.groupby("algo"):
         rate_cols = sorted(c for c in part.columns if c.startswith("rate_faulty_") and part[c].notna().any())
@@ -583,9 +592,16 @@ def markdown(cat: pd.DataFrame, baselines: pd.DataFrame, plots: dict[str, str], 
         [c["fault"] + ("".join(f" {k}={v}" for k, v in json.loads(c["fault_params"]).items())),
          c["setup"], "0" if c["onset_kind"] == "0" else f"mid ({c['onsets']})", c["n_faulty"],
          f"{c['n_diverged']} ({c['diverged_updates']})" if c["n_diverged"] else "0",
-         "yes" if c["manifested"] else "**no**", c["manifested_by"] or "-", _change(c)]
+         "yes" if c["manifested"] else "**no**" if c["decidable"] else f"undecided (min p {c['min_p']:.2f})",
+         c["manifested_by"] or "-", _change(c)]
         for _, c in cells.iterrows()])
-    quiet = cells[~cells["manifested"]]
+    undecided = cells[~cells["manifested"] & ~cells["decidable"]]
+    if not undecided.empty:
+        out += ["", f"**Undecided** ({len(undecided)} cells): too few held-out seeds for the one-sided test to reach "
+                f"p < {ALPHA} even if every faulty seed showed the evidence and no healthy one did (e.g. 2 vs 2 "
+                "seeds: min p = 0.17). They are neither manifested nor \"no trace\"; their rates are in the "
+                "cell sections and the agreement table.", ""]
+    quiet = cells[~cells["manifested"] & cells["decidable"]]
     out += ["", "### Faults that left no trace", ""]
     if quiet.empty:
         out += ["Every fault cell manifested on its held-out seeds.", ""]
@@ -687,7 +703,8 @@ def faults_markdown(cat: pd.DataFrame, results_dir: str) -> str:
         for _, c in cells[cells["fault"] == name].iterrows():
             onset = "" if c["onset_kind"] == "0" else " (mid-run onset)"
             found.append(f"{c['setup']}{onset}: " + (f"manifested by {c['manifested_by']}" if c["manifested"]
-                                                     else "**no trace** on held-out seeds")
+                                                     else "**no trace** on held-out seeds" if c.get("decidable", True)
+                                                     else f"undecided ({c['n_faulty']} seeds: too few to test)")
                          + (f"; diverged {c['n_diverged']}/{c['n_faulty']}" if c["n_diverged"] else ""))
         rows.append([f"`{name}`", "/".join(cls.algos), "/".join(cls.backends), " or ".join(cls.forms()), cls.kind,
                      cls.description, cls.provenance, ", ".join(cls.expected) or "-",
