@@ -83,6 +83,8 @@ def preflight(argv: list[str], config_name: str = CONFIG_NAME,
     if args.help or args.hydra_help or args.info or args.shell_completion:
         return
     config_name = args.config_name or config_name
+    if config_name == CONFIG_NAME:
+        args.overrides = with_default_env(args.overrides)
     try:
         overrides = OverridesParser.create().parse_overrides(args.overrides)
     except Exception as exc:  # noqa: BLE001 - Hydra's grammar errors
