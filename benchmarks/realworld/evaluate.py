@@ -182,11 +182,14 @@ def summarise(results: list[dict[str, Any]], known: dict[str, list[str]]) -> dic
                      "answers": dict(Counter(r["answer"] for r in rs).most_common()),
                      "limits": LOG_LIMITS.get((fw, fault))})
     overall: dict[str, Any] = {}
-    for scope, pick in [("all", lambda r: True), ("sb3", lambda r: r["framework"] == "sb3"),
-                        ("trl", lambda r: r["framework"] == "trl")]:
+    frameworks = sorted({r["framework"] for r in results})
+    for scope, pick in [("all", lambda r: True),
+                        *[(fw, lambda r, fw=fw: r["framework"] == fw) for fw in frameworks]]:
         for kind_scope, kpick in [("primary", lambda r: r["kind"] != "tensorboard"),
                                   ("tensorboard", lambda r: r["kind"] == "tensorboard")]:
             rs = [r for r in results if pick(r) and kpick(r)]
+            if not rs:
+                continue
             faulty_known = [r for r in rs if r["fault"] != "healthy" and r["known"]]
             faulty_all = [r for r in rs if r["fault"] != "healthy"]
             healthy = [r for r in rs if r["fault"] == "healthy"]
@@ -271,7 +274,18 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=2, help="diagnose processes at once")
     parser.add_argument("--tensorboard", choices=["subset", "all", "none"], default="subset")
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "realworld")
+    parser.add_argument("--from-json", action="store_true",
+                        help="summarise the diagnoses stored in <out>.json again, without diagnosing (a new table)")
     args = parser.parse_args()
+    if args.from_json:
+        stored = json.loads(args.out.with_suffix(".json").read_text())
+        summary = summarise(stored["logs"], known_faults())
+        args.out.with_suffix(".json").write_text(json.dumps({"meta": stored["meta"], **summary,
+                                                             "problems": stored["problems"],
+                                                             "logs": stored["logs"]}, indent=1) + "\n")
+        args.out.with_suffix(".md").write_text(render(summary, stored["meta"], stored["problems"]))
+        print(render(summary, stored["meta"], stored["problems"]))
+        return
     todo = tasks(args.root, args.tensorboard)
     if not todo:
         raise SystemExit(f"no labels.json under {args.root}: run sb3_runs.py / trl_runs.py first")
