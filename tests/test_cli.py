@@ -33,7 +33,7 @@ def harness(*args: str, cwd=None) -> subprocess.CompletedProcess:
     (["-m", "fault=none,nope", "seed=0,1"], "unknown fault 'nope'"),
     (["-m", "fault=tiny_clip", "fault.clip_range=0.01,-1"], "fault.clip_range=-1 is out of range"),
     (["fault=none,shared_policy"], "add -m"),
-    (["algo=grpo"], "algo=grpo generates token sequences or high-dimensional samples: it needs env=toyseq or "
+    (["algo=grpo", "env=cartpole"], "algo=grpo generates token sequences or high-dimensional samples: it needs env=toyseq or "
                     "env=highdim, not env=cartpole"),
     (["fault=group_size_one"], "fault group_size_one does not apply to algo=ppo; it applies to: grpo"),
     (["algo=grpo", "env=toyseq", "algo.scale=rank"], "algo.scale='rank'; valid choices: group, batch, none"),
@@ -121,8 +121,10 @@ def test_grpo_defaults_to_the_token_task_unless_the_command_line_picks_an_env():
     assert with_default_env(["-m", "algo=grpo,ppo"]) == ["-m", "algo=grpo,ppo"]    # a sweep over algos: untouched
 
 
-def test_catalogue_switches_are_plain_keys_on_the_command_line():
+def test_catalogue_switches_are_plain_keys_on_the_command_line(tmp_path):
     from harness.analysis.catalogue import CatalogueSettings
     from harness.cli import preflight
 
-    preflight(["fit_model=false", "views=false", "plots=false"], "catalogue", CatalogueSettings.from_cfg)
+    (tmp_path / "runs").mkdir()
+    preflight([f"results_dir={tmp_path}", "fit_model=false", "views=false", "plots=false"], "catalogue",
+              CatalogueSettings.from_cfg)
