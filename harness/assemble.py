@@ -61,12 +61,7 @@ def load_experiment(cfg: DictConfig) -> Experiment:
         raise ConfigError(f"env=highdim scores whole high-dimensional samples: it runs with algo=grpo, not algo={algo.name}")
     fault_cfg = OmegaConf.to_container(cfg.fault, resolve=True)
     fault = checked_fault(fault_cfg, algo.name, backend.name)
-    algo = configured_algo(fault, algo, backend.name)
-    if backend.name == "trl":
-        from harness.agents.trl import check_expressible
-
-        check_expressible(fault, algo, env)
-    return Experiment(algo=algo, env=env, backend=backend, fault=fault,
+    return Experiment(algo=configured_algo(fault, algo, backend.name), env=env, backend=backend, fault=fault,
                       fault_cfg=fault_cfg, seed=cfg.seed, torch_threads=cfg.torch_threads,
                       results_dir=cfg.results_dir, twin=cfg.twin, progress=cfg.progress)
 
@@ -89,13 +84,17 @@ def checked_fault(fault_cfg: dict, algo: str, backend: str):
 
 def configured_algo(fault: Any, algo: Any, backend: str) -> Any:
     """The algorithm config with the setting the fault's bug lives in (e.g. gradient accumulation),
-    which its healthy twin shares; on SB3, also whether that config can run; raises ConfigError."""
+    which its healthy twin shares; on SB3 and TRL, also whether that config can run; raises ConfigError."""
     if algo.name in fault.algos:
         algo = fault.configure(algo)
     if backend == "sb3":
         from harness.agents.sb3 import check_expressible
 
         check_expressible(fault, algo)
+    elif backend == "trl":
+        from harness.agents.trl import check_expressible as check_trl
+
+        check_trl(fault, algo)
     return algo
 
 

@@ -156,8 +156,8 @@ def get_or_train(exp: Experiment, on_update: Callable[[dict], None] | None = Non
         wall_s = time.perf_counter() - start
 
         meta = build_meta(exp, rid, status, error, len(rows), wall_s)
-        store.save(rid, meta, rows, steps, episodes, files)
-        return RunResult(rid, store.load_meta(rid) or meta, store.load_metrics(rid), reused=False)
+        meta = store.save(rid, meta, rows, steps, episodes, files)
+        return RunResult(rid, meta, store.load_metrics(rid), reused=False)
 
 
 def build_meta(exp: Experiment, rid: str, status: str, error: str | None, n_updates: int,

@@ -157,9 +157,10 @@ class RunStore:
 
     def save(self, rid: str, meta: dict[str, Any], rows: list[dict[str, Any]],
              steps: list[dict[str, Any]] | None = None, episodes: list[dict[str, Any]] | None = None,
-             files: dict[str, bytes] | None = None) -> None:
+             files: dict[str, bytes] | None = None) -> dict[str, Any]:
         """Write the run's tables and any extra ``files`` (e.g. a framework's own log, by relative
-        path), then meta.json with every file's checksum (last: its presence marks the run complete)."""
+        path), then meta.json with every file's checksum (last: its presence marks the run complete);
+        returns that meta."""
         run_dir = self.run_dir(rid)
         tables = {METRICS: metrics_frame(rows), STEPS: table_frame(steps or [], STEP_COLUMNS),
                   EPISODES: table_frame(episodes or [], EPISODE_COLUMNS)}
@@ -170,6 +171,7 @@ class RunStore:
             atomic_write_bytes(run_dir / name, data)
         meta = {**meta, "files": {name: file_digest(run_dir / name) for name in [*tables, *(files or {})]}}
         atomic_write_json(run_dir / META, meta)  # last: its presence marks the run complete
+        return meta
 
     def discard_unfinished(self, rid: str) -> None:
         run_dir = self.run_dir(rid)

@@ -46,7 +46,9 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import contextlib
 import queue
+import shutil
 import tempfile
 import threading
 from collections.abc import Iterator
@@ -127,7 +129,7 @@ def _require() -> None:
     transformers.utils.logging.disable_progress_bar()
 
 
-def check_expressible(fault: Hooks, algo: Any = None, env: Any = None) -> None:
+def check_expressible(fault: Hooks, algo: Any = None) -> None:
     """Raise a one-line ConfigError naming why, if TRL's GRPOTrainer cannot run this fault or config."""
     for name in sorted(NOT_EXPRESSIBLE):
         if _overrides(fault, name):
@@ -136,8 +138,6 @@ def check_expressible(fault: Hooks, algo: Any = None, env: Any = None) -> None:
     refusal = fault.trl_refusal() if hasattr(fault, "trl_refusal") else None
     if refusal:
         raise ConfigError(f"fault {fault.name} cannot be expressed on backend=trl: {refusal}")
-    if env is not None and env.id != "harness/ToySeq-v0":
-        raise ConfigError(f"backend=trl runs TRL's GRPOTrainer on token tasks (env=toyseq), not env={env.name}")
     if algo is None:
         return
     for hp, whose in ((algo, "the config"), (fault.hyperparams(algo), f"fault {fault.name}")):
@@ -171,7 +171,6 @@ def hf_checkpoint(exp: Experiment) -> Path:
             tmp = Path(tempfile.mkdtemp(dir=path, prefix="hf-"))
             export_hf(path, tmp)
             if out.exists():
-                import shutil
                 shutil.rmtree(out)
             tmp.rename(out)
     return out
@@ -183,7 +182,7 @@ def dataset_rows(exp: Experiment, n: int) -> list[dict[str, Any]]:
     return task.prompt_texts(n, np.random.default_rng(exp.seed))
 
 
-def grpo_args(exp: Experiment, configured: Any, hp0: Any, hooks0: Hooks, out_dir: str, max_steps: int,
+def grpo_args(exp: Experiment, configured: Any, hooks0: Hooks, out_dir: str, max_steps: int,
               reward_weights: list[float]) -> Any:
     """The GRPOConfig a TRL user writes for this run: the configured values (a misconfigured fault's
     bad one included), TRL's CPU-unsafe defaults set explicitly."""
@@ -220,7 +219,6 @@ class Recorder:
     env_step: int = 0
     rows: Any = None                   # the queue the finished update rows go to
     stop: threading.Event = dataclasses.field(default_factory=threading.Event)
-    scores: dict[str, np.ndarray] = dataclasses.field(default_factory=dict)
     returned: dict[str, np.ndarray] = dataclasses.field(default_factory=dict)
     row: dict[str, Any] = dataclasses.field(default_factory=dict)
     stats: MinibatchStats = dataclasses.field(default_factory=MinibatchStats)
@@ -262,13 +260,22 @@ def _reward_transform(fault: Hooks, task: Any) -> Any:
     if not isinstance(wrapped, TransformReward):
         raise ConfigError(f"fault {fault.name} cannot be expressed on backend=trl: its env wrapper is not a reward "
                           "transform a reward function can apply")
-    was = fault.active
-    fault.active = True                  # the transform as it acts once the fault is on
+    return wrapped.func                  # applied only while the fault is on (it reads fault.active)
 
-    def transform(values: np.ndarray) -> np.ndarray:
-        return wrapped.func(values)
-    fault.active = was
-    return transform
+
+@contextlib.contextmanager
+def _weights(model: Any, state: dict[str, torch.Tensor] | None) -> Iterator[None]:
+    """``model`` holds ``state`` inside the block (the weights a skipped sync left the sampler with),
+    its own weights again after it; ``state=None`` leaves it as it is."""
+    if state is None:
+        yield
+        return
+    live = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    model.load_state_dict(state)
+    try:
+        yield
+    finally:
+        model.load_state_dict(live)
 
 
 def _trainer_class(rec: Recorder) -> type:
@@ -279,14 +286,8 @@ def _trainer_class(rec: Recorder) -> type:
         documented method, around the parent's own code."""
 
         def _generate_single_turn(self, prompt_ids, *args: Any, **kwargs: Any):
-            if rec.sampler_state is None:
+            with _weights(self.model, rec.sampler_state):       # the weights the sync never replaced
                 return super()._generate_single_turn(prompt_ids, *args, **kwargs)
-            live = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
-            self.model.load_state_dict(rec.sampler_state)       # the weights the sync never replaced
-            try:
-                return super()._generate_single_turn(prompt_ids, *args, **kwargs)
-            finally:
-                self.model.load_state_dict(live)
 
         def _generate_and_score_completions(self, inputs: Any) -> Any:
             begin_update(self, rec)
@@ -416,12 +417,7 @@ def rollout(trainer: Any, rec: Recorder, out: dict[str, Any]) -> dict[str, Any]:
     attention = torch.cat([prompt_mask, generated.long()], 1)
     t_sample = trainer.generation_config.temperature
     with torch.no_grad():
-        if rec.sampler_state is not None:
-            live = {k: v.detach().clone() for k, v in trainer.model.state_dict().items()}
-            trainer.model.load_state_dict(rec.sampler_state)
-            sampler_logp = _token_logprobs(trainer.model, ids, attention, tokens, t_sample, hp.top_k, hp.top_p)
-            trainer.model.load_state_dict(live)
-        else:
+        with _weights(trainer.model, rec.sampler_state):
             sampler_logp = _token_logprobs(trainer.model, ids, attention, tokens, t_sample, hp.top_k, hp.top_p)
         # the trainer's view for the gap: the same forward at the trainer's temperature, unfiltered
         trainer_view = _token_logprobs(trainer.model, ids, attention, tokens, trainer.temperature)
@@ -545,13 +541,13 @@ def train(exp: Experiment) -> Iterator[dict]:
     from transformers.trainer_callback import PrinterCallback
 
     cfg, fault = exp.algo, exp.fault
-    check_expressible(fault, cfg, exp.env)
+    check_expressible(fault, cfg)
     torch.manual_seed(exp.seed)
     task = sft.task_env(exp)
     hf_dir = hf_checkpoint(exp)
     n_updates = updates_planned(exp)
     configured = fault.user_config(cfg)
-    hooks0, hp0 = fault.begin_update(0, cfg)
+    hooks0, _ = fault.begin_update(0, cfg)
     fault.active = False
     passes = max(configured.num_iterations, fault.hyperparams(cfg).num_iterations)
     max_steps = n_updates * configured.n_minibatches * passes
@@ -578,7 +574,7 @@ def train(exp: Experiment) -> Iterator[dict]:
             if done or rec.nonfinite or rec.stop.is_set():
                 control.should_training_stop = True
 
-    args = grpo_args(exp, configured, hp0, hooks0, out_dir, max_steps, list(rec.weights.values()))
+    args = grpo_args(exp, configured, hooks0, out_dir, max_steps, list(rec.weights.values()))
     trainer = _trainer_class(rec)(model=model, processing_class=tokenizer, args=args,
                                   reward_funcs=reward_funcs, train_dataset=data, callbacks=[Control()])
     trainer.remove_callback(PrinterCallback)
@@ -618,7 +614,6 @@ def train(exp: Experiment) -> Iterator[dict]:
     finally:
         rec.stop.set()
         worker.join()
-        import shutil
         shutil.rmtree(out_dir, ignore_errors=True)
 
 
