@@ -25,7 +25,7 @@ from pathlib import Path
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--size", type=int, default=None, help="runs to sample (default: the sweep's own, 640)")
+    parser.add_argument("--size", type=int, default=None, help="runs to sample (default: the sweep's own, 600)")
     parser.add_argument("--keep", default=None, help="train into this results_dir and keep it")
     parser.add_argument("--record", action="store_true", help="write benchmarks/results/dataset.json")
     args = parser.parse_args()

@@ -65,8 +65,8 @@ def report(d: Diagnosis, top: int) -> list[str]:
     card = d.model.info
     oos = card.get("out_of_sample") or {}
     lines = ["", f"answer: {verdict(d)}",
-             f"model: {d.model.algo} in the {d.view} view, fitted on {card.get('n_runs', '?')} runs of the diverse "
-             f"dataset" + (f"; out of sample (held-out runs): top-1 {oos['top1_faulty']:.0%} on faulty logs, "
+             f"model: {d.model.algo} in the {d.view} view, fitted on {card.get('n_runs', '?')} runs (the diverse "
+             f"dataset and the catalogue's calibration seeds)" + (f"; out of sample (held-out runs): top-1 {oos['top1_faulty']:.0%} on faulty logs, "
                            f"{oos['healthy_called_healthy']:.0%} of healthy logs called healthy, calibration "
                            f"error {oos['ece']:.3f}" if oos else ""),
              "probabilities:"]

@@ -182,7 +182,7 @@ class Space:
             batch, per_update = batch_of(setup["algo_name"], hp, setup)
             updates = int(draw(setup.get("updates", self.updates), rng))
             if (batch <= self.max_batch and batch // hp.get("n_minibatches", 1) >= 2 and updates >= self.min_updates
-                    and estimated_cost(setup, hp, updates) <= self.max_cost):
+                    and estimated_cost(setup, hp, updates) <= float(setup.get("max_cost", self.max_cost))):
                 env = {"total_timesteps": per_update * updates}
                 kwargs = {k: draw(v, rng) for k, v in (setup.get("env_kwargs") or {}).items()}
                 if kwargs:

@@ -35,8 +35,10 @@ def diverse_model(tmp_path_factory) -> Path:
     sweep = subprocess.run([sys.executable, "-m", "harness", "-m", "+sweep=dataset", f"results_dir={root}", *DIVERSE],
                            capture_output=True, text=True, timeout=900)
     assert sweep.returncode == 0, sweep.stdout[-2000:] + sweep.stderr[-2000:]
-    for fault in ("zero_reward", "shared_policy"):      # catalogue-style runs (and a twin), never trained on
-        one = subprocess.run([sys.executable, "-m", "harness", f"fault={fault}", "env.total_timesteps=6144",
+    # catalogue-style runs (each with its healthy twin): a calibration seed (even) trains the model
+    # beside the diverse runs, a held-out seed (odd) never does
+    for fault, seed in (("zero_reward", 0), ("shared_policy", 1)):
+        one = subprocess.run([sys.executable, "-m", "harness", f"fault={fault}", f"seed={seed}", "env.total_timesteps=6144",
                               "algo.n_steps=64", "progress=false", f"results_dir={root}"],
                              capture_output=True, text=True, timeout=300)
         assert one.returncode == 0, one.stderr[-2000:]

@@ -72,6 +72,7 @@ class CatalogueSettings:
     left_out: bool = True
     model_kind: str = "logistic"
     views: bool = True
+    model_catalogue_runs: bool = True
 
     @classmethod
     def from_cfg(cls, cfg: DictConfig) -> CatalogueSettings:
@@ -83,13 +84,12 @@ class CatalogueSettings:
         root = Path(cfg.results_dir)
         if not (root / "runs").is_dir():
             raise ConfigError(f"no runs under {root}/runs: train some first (python -m harness ...)")
-        from harness.analysis.model import KINDS
+        from harness.analysis.model import check_kind
 
-        kind = str(cfg.get("model_kind", "logistic"))
-        if kind not in KINDS:
-            raise ConfigError(f"model_kind={kind!r}; valid choices: {', '.join(KINDS)}")
+        kind = check_kind(str(cfg.get("model_kind", "logistic")))
         return cls(root, int(cfg.n_mc), trace, bool(cfg.plots), bool(cfg.dataset), bool(cfg.get("fit_model", True)),
-                   bool(cfg.get("left_out", True)), kind, bool(cfg.get("views", True)))
+                   bool(cfg.get("left_out", True)), kind, bool(cfg.get("views", True)),
+                   bool(cfg.get("model_catalogue_runs", True)))
 
 
 # ---- windows ----------------------------------------------------------------------------
@@ -448,7 +448,9 @@ def detector_rows(rs: RunSet, cat: pd.DataFrame, catalogue_dir: Path | None = No
     for name, detector in reference_detectors(catalogue_dir).items():
         out = evaluate(detector, (data, runs), name=name).runs.set_index("run_id")
         for label, cell in cells.items():
-            faulty, healthy, controls = (out.loc[ids] for ids in (cell.faulty, cell.healthy, cell.controls))
+            # a fitted detector is scored on the runs it was not fitted on (its scorer leaves them out)
+            faulty, healthy, controls = (out.loc[out.index.intersection(ids)]
+                                         for ids in (cell.faulty, cell.healthy, cell.controls))
             rows.append({"cell": label, "kind": "detector", "name": name,
                          "recall": signatures.share(faulty["alarmed_after_onset"]),
                          "correct_cause": signatures.share(faulty["named_fault"] == cell.info["fault"]),
@@ -733,14 +735,27 @@ def view_markdown(views: pd.DataFrame) -> list[str]:
     return out
 
 
+def extra_training_runs(rs: RunSet) -> list[str]:
+    """Catalogue runs that train the diagnosis model beside the diverse dataset: its calibration
+    seeds (never scored by the model's protocols: one configuration per setup). Its held-out seeds
+    stay out, so `evaluate detector=learned` scores them out of sample, and so do TRL-backend runs
+    (their TRL logs are a test set: benchmarks/realworld/trl_backend_logs.py)."""
+    runs = rs.runs
+    return runs.loc[(runs["origin"] == "catalogue") & (runs["backend"] != "trl")
+                    & (runs["seed"].map(split_of) == "calibration"), "run_id"].tolist()
+
+
 def model_markdown(scores: pd.DataFrame) -> list[str]:
     """The diagnosis model's out-of-sample scores."""
     if scores.empty:
         return []
     out = ["## Diagnosis model (out of sample)", "",
            "`python -m harness.diagnose` and `detector=learned` use one model per algorithm and framework view, "
-           "fitted on the diverse dataset (python -m harness -m +sweep=dataset). Every score below is on runs the "
-           "model was not fitted on: held-out runs (their seeds and sampled configurations), a whole env held out, "
+           "fitted on the diverse dataset (python -m harness -m +sweep=dataset) and the catalogue sweep's calibration "
+           "(even) seeds (one configuration per setup, many seeds per fault; never scored here, and its held-out seeds "
+           "are what `detector=learned` is scored on in the per-fault tables above). Every score below is on diverse "
+           "runs the model was not fitted on: held-out runs (their seeds and sampled configurations), a whole env held "
+           "out (with the catalogue runs of that env), "
            "hyperparameter regions held out, and, for the *unknown* answer, each fault left out of training "
            "(scored on its runs: the right answer is then \"anomalous, cause unknown\"). Top-1: the answer equals "
            "the injected fault, on faulty logs of faults the model knows; healthy: healthy logs answered healthy; "
@@ -780,8 +795,9 @@ def write(settings: CatalogueSettings) -> dict[str, Path]:
         from harness.analysis.model import fit_and_evaluate
 
         model_file = out_dir / "model" / "diagnosis.joblib"
+        extra = extra_training_runs(rs) if settings.model_catalogue_runs else []
         scores = fit_and_evaluate(settings.results_dir, diverse, model_file, left_out=settings.left_out,
-                                  kind=settings.model_kind)
+                                  kind=settings.model_kind, extra_ids=extra)
         atomic_write_parquet(out_dir / "model" / "scores.parquet",
                              scores.assign(per_class=scores.get("per_class", pd.Series(dtype=object)).map(
                                  lambda v: json.dumps(v) if isinstance(v, dict) else None)))

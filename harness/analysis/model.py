@@ -40,6 +40,7 @@ PREFIXES = (0.5, 0.75, 1.0)
 #: views a model is fitted for, per algorithm (a view's profile must apply to the algorithm)
 VIEWS = {"ppo": ("canonical", "sb3", "cleanrl", "verl"), "grpo": ("canonical", "trl", "verl")}
 FEATURE_VERSION = 1        # bump when the features change: cached examples are recomputed
+UNKNOWN_THRESHOLD = 0.35   # a fault is named when its probability reaches this (else "unknown")
 ONSET_MARGIN = 1           # updates after the onset before a prefix counts as faulty
 
 
@@ -128,15 +129,32 @@ def _signed_log(X: np.ndarray) -> np.ndarray:
     return np.sign(X) * np.log1p(np.abs(X))
 
 
-#: the model families compared out of sample (the catalogue's ``model_kind`` picks one)
+#: the model families compared out of sample (the catalogue's ``model_kind`` picks one;
+#: benchmarks/model_kinds.py compares them, and the logistic strengths, on held-out runs)
 KINDS = ("boosting", "extratrees", "logistic")
+LOGISTIC_C = 0.03      # chosen on held-out runs by benchmarks/model_kinds.py (best top-1 at >= 90% healthy)
+
+
+def check_kind(kind: str) -> str:
+    """``kind`` if it names a model family (``logistic:C`` with a positive C included), else a one-line error."""
+    from harness.config import ConfigError
+
+    base, _, strength = kind.partition(":")
+    try:
+        ok = base in KINDS and (not strength or (base == "logistic" and float(strength) > 0))
+    except ValueError:
+        ok = False
+    if not ok:
+        raise ConfigError(f"model_kind={kind!r}; valid choices: {', '.join(KINDS)} (logistic:C with C > 0)")
+    return kind
 
 
 def make_estimator(kind: str = "boosting", seed: int = 0):
     """A classifier with calibrated probabilities (Platt scaling on 3 cross-validation folds):
     ``boosting`` (gradient-boosted trees), ``extratrees`` (extremely randomised trees) -- both with
     a missing value as a sentinel far below any real one --, ``logistic`` (L2 multinomial logistic
-    regression on signed-log, standardised features with missing-value indicators)."""
+    regression on signed-log, standardised features with missing-value indicators; ``logistic:C``
+    sets its inverse regularisation strength, default ``LOGISTIC_C``)."""
     from sklearn.calibration import CalibratedClassifierCV
     from sklearn.ensemble import ExtraTreesClassifier, HistGradientBoostingClassifier
     from sklearn.impute import SimpleImputer
@@ -151,10 +169,11 @@ def make_estimator(kind: str = "boosting", seed: int = 0):
             random_state=seed))
     elif kind == "extratrees":
         base = make_pipeline(missing, ExtraTreesClassifier(n_estimators=200, min_samples_leaf=1, random_state=seed))
-    elif kind == "logistic":
+    elif kind.partition(":")[0] == "logistic":
+        strength = float(kind.partition(":")[2] or LOGISTIC_C)
         return make_pipeline(SimpleImputer(strategy="median", add_indicator=True, keep_empty_features=True),
                              FunctionTransformer(_signed_log), StandardScaler(),
-                             LogisticRegression(C=0.5, max_iter=3000))
+                             LogisticRegression(C=strength, max_iter=3000))
     else:
         raise ValueError(f"unknown model kind {kind!r}; valid: {', '.join(KINDS)}")
     return CalibratedClassifierCV(base, method="sigmoid", cv=3)
@@ -170,9 +189,10 @@ class DiagnosisModel:
     classes: list[str]
     estimator: Any                   # healthy / each fault
     anomaly: Any = None              # healthy vs any fault: how far from healthy, whatever the cause
-    unknown_threshold: float = 0.35
+    unknown_threshold: float = UNKNOWN_THRESHOLD
     anomaly_threshold: float = 0.5   # fitted: the 90th percentile of P(anomalous) on healthy training logs
     info: dict[str, Any] = field(default_factory=dict)
+    anomaly_source: str = "head"     # which P(anomalous) detects (ANOMALY_SOURCES; chosen out of fold in fit)
 
     def _X(self, rows: pd.DataFrame) -> np.ndarray:
         X = rows.reindex(columns=self.columns).to_numpy(dtype=float)
@@ -182,12 +202,15 @@ class DiagnosisModel:
         return pd.DataFrame(self.estimator.predict_proba(self._X(rows)), columns=list(self.estimator.classes_),
                             index=rows.index)
 
-    def anomalous(self, rows: pd.DataFrame) -> np.ndarray:
-        """P(not healthy) from the anomaly head (from the classes when there is none)."""
+    def anomalous(self, rows: pd.DataFrame, probs: pd.DataFrame | None = None) -> np.ndarray:
+        """P(not healthy): from the anomaly head, from the classes (1 - P(healthy)), or their mean,
+        whichever ``fit`` found best out of fold (the classes when there is no head)."""
+        probs = self.probabilities(rows) if probs is None else probs
+        classes = 1.0 - probs.get(HEALTHY, pd.Series(0.0, index=rows.index)).to_numpy()
         if self.anomaly is None:
-            return 1.0 - self.probabilities(rows).get(HEALTHY, pd.Series(0.0, index=rows.index)).to_numpy()
-        classes = list(self.anomaly.classes_)
-        return self.anomaly.predict_proba(self._X(rows))[:, classes.index(1)]
+            return classes
+        head = self.anomaly.predict_proba(self._X(rows))[:, list(self.anomaly.classes_).index(1)]
+        return combine_anomaly(getattr(self, "anomaly_source", "head"), head, classes)
 
     def answers(self, probs: pd.DataFrame, anomalous: np.ndarray | None = None) -> list[str]:
         anomalous = 1.0 - probs.get(HEALTHY, 0.0).to_numpy() if anomalous is None else anomalous
@@ -196,7 +219,7 @@ class DiagnosisModel:
 
     def diagnose(self, rows: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray, list[str]]:
         probs = self.probabilities(rows)
-        anomalous = self.anomalous(rows)
+        anomalous = self.anomalous(rows, probs)
         return probs, anomalous, self.answers(probs, anomalous)
 
 
@@ -234,30 +257,67 @@ def fit(examples: pd.DataFrame, algo: str, view: str, seed: int = 0, kind: str =
     estimator = make_estimator(kind, seed=seed)
     X = np.clip(data[columns].to_numpy(dtype=float), -1e12, 1e12)
     anomaly = make_estimator(kind, seed=seed)
-    is_anomalous = (data["label"] != HEALTHY).to_numpy().astype(int)
+    labels = data["label"].to_numpy()
+    is_anomalous = (labels != HEALTHY).astype(int)
     with threadpool_limits(1):       # fits run in parallel processes: one thread each
-        estimator.fit(X, data["label"].to_numpy())
+        estimator.fit(X, labels)
         anomaly.fit(X, is_anomalous)
-        threshold = anomaly_threshold(make_estimator(kind, seed=seed), X, is_anomalous, data["run_id"].to_numpy())
+        source, threshold, oof = choose_anomaly(kind, seed, X, labels, data["run_id"].to_numpy())
     return DiagnosisModel(algo=algo, view=view, columns=columns, classes=list(estimator.classes_),
-                          estimator=estimator, anomaly=anomaly, anomaly_threshold=threshold, info={"n_examples": len(data), "n_runs": data["run_id"].nunique(),
-                                                     "classes": {str(k): int(v) for k, v in counts.items()},
-                                                     "run_ids": sorted(data["run_id"].unique()), "kind": kind})
+                          estimator=estimator, anomaly=anomaly, anomaly_threshold=threshold, anomaly_source=source,
+                          info={"n_examples": len(data), "n_runs": data["run_id"].nunique(),
+                                "classes": {str(k): int(v) for k, v in counts.items()},
+                                "run_ids": sorted(data["run_id"].unique()), "kind": kind,
+                                "anomaly_out_of_fold": oof})
 
 
 HEALTHY_ALARMS = 0.1      # share of healthy training logs the anomaly threshold lets through as anomalous
+#: where P(anomalous) comes from: the healthy-vs-fault head, the classes (1 - P(healthy)), their mean
+ANOMALY_SOURCES = ("head", "classes", "mean")
 
 
-def anomaly_threshold(estimator: Any, X: np.ndarray, is_anomalous: np.ndarray, groups: np.ndarray) -> float:
+def combine_anomaly(source: str, head: np.ndarray, classes: np.ndarray) -> np.ndarray:
+    return {"head": head, "classes": classes, "mean": (head + classes) / 2}[source]
+
+
+def threshold_for(healthy_scores: np.ndarray) -> float:
     """The P(anomalous) above which a log is called anomalous: the (1 - HEALTHY_ALARMS) quantile of
-    out-of-fold predictions on healthy logs (folds by run), never below 0.5."""
+    out-of-fold scores on healthy logs, never below 0.5."""
+    return float(max(0.5, np.quantile(healthy_scores, 1 - HEALTHY_ALARMS))) if len(healthy_scores) else 0.5
+
+
+def choose_anomaly(kind: str, seed: int, X: np.ndarray, labels: np.ndarray,
+                   groups: np.ndarray) -> tuple[str, float, dict[str, Any]]:
+    """Which P(anomalous) to detect with, and its threshold, from out-of-fold predictions on the
+    training runs alone (3 folds by run): each source's threshold lets ``HEALTHY_ALARMS`` of healthy
+    logs through, and the source whose answers are right on the most faulty logs wins (ties: the
+    head). Nothing outside the training set is looked at."""
+    import warnings
+
     from sklearn.model_selection import GroupKFold, cross_val_predict
 
+    is_anomalous = (labels != HEALTHY).astype(int)
     if is_anomalous.min() == is_anomalous.max() or len(set(groups)) < 3:
-        return 0.5
-    oof = cross_val_predict(estimator, X, is_anomalous, groups=groups, cv=GroupKFold(3), method="predict_proba")[:, 1]
-    healthy = oof[is_anomalous == 0]
-    return float(max(0.5, np.quantile(healthy, 1 - HEALTHY_ALARMS))) if len(healthy) else 0.5
+        return "head", 0.5, {}
+    cv = GroupKFold(3)
+    head = cross_val_predict(make_estimator(kind, seed=seed), X, is_anomalous, groups=groups, cv=cv,
+                             method="predict_proba")[:, 1]
+    order = np.unique(labels)
+    with warnings.catch_warnings():      # a rare class missing from a fold gets probability 0 there
+        warnings.filterwarnings("ignore", message="Number of classes in training fold")
+        oof = pd.DataFrame(cross_val_predict(make_estimator(kind, seed=seed), X, labels, groups=groups, cv=cv,
+                                             method="predict_proba"), columns=order)
+    classes = 1.0 - oof[HEALTHY].to_numpy() if HEALTHY in oof else np.ones(len(labels))
+    healthy, faulty = is_anomalous == 0, is_anomalous == 1
+    out: dict[str, Any] = {}
+    for source in ANOMALY_SOURCES:
+        scores = combine_anomaly(source, head, classes)
+        threshold = threshold_for(scores[healthy])
+        answers = np.array([answer(row, UNKNOWN_THRESHOLD, float(a), threshold) for (_, row), a in zip(oof.iterrows(), scores)])
+        out[source] = {"threshold": threshold, "top1_faulty": float((answers[faulty] == labels[faulty]).mean()),
+                       "healthy_called_healthy": float((answers[healthy] == HEALTHY).mean())}
+    best = max(ANOMALY_SOURCES, key=lambda s: (out[s]["top1_faulty"], s == "head"))
+    return best, out[best]["threshold"], out
 
 
 # ---- scores -----------------------------------------------------------------------------
@@ -342,9 +402,13 @@ class Protocol:
 
 
 def protocols(examples: pd.DataFrame, algo: str, seed: int = 0, left_out: bool = True) -> list[Protocol]:
+    """What each out-of-sample score holds out. A protocol's ``test`` set is every run it keeps out of
+    training (a held-out env's or region's catalogue runs too); only runs of the diverse dataset
+    (``testable``) are scored, and only they are split into held-out runs."""
     runs = examples[examples["algo"] == algo].drop_duplicates("run_id")
+    testable = examples[(examples["algo"] == algo) & _testable(examples)]
     out = [Protocol("held-out runs (30%, stratified by fault)", "held-out runs",
-                    frozenset(split_runs(examples[examples["algo"] == algo], seed=seed)[1]))]
+                    frozenset(split_runs(testable, seed=seed)[1]))]
     env = HELD_OUT_ENV.get(algo)
     if env and (runs["env"] == env).any() and (runs["env"] != env).any():
         out.append(Protocol(f"env {env} held out", "held-out env", frozenset(runs.loc[runs["env"] == env, "run_id"])))
@@ -367,7 +431,7 @@ def run_protocol(examples: pd.DataFrame, algo: str, view: str, protocol: Protoco
     train = data[~data["run_id"].isin(protocol.test)]
     if protocol.excluded_fault:
         train = train[train["fault"] != protocol.excluded_fault]
-    test = data[data["run_id"].isin(protocol.test) & (data["prefix"] == 1.0)]
+    test = data[data["run_id"].isin(protocol.test) & (data["prefix"] == 1.0) & _testable(data)]
     try:
         model = fit(train, algo, view, seed=seed, kind=kind)
     except TooFewClasses:
@@ -378,6 +442,13 @@ def run_protocol(examples: pd.DataFrame, algo: str, view: str, protocol: Protoco
     if protocol.kind == "held-out runs":     # per-class accuracy and what each fault was taken for
         result["per_class"] = per_class(test["label"].to_numpy(), model.diagnose(test)[2])
     return result
+
+
+def _testable(examples: pd.DataFrame) -> pd.Series:
+    """Runs that may be scored: the diverse dataset's (extra training runs are never tested)."""
+    if "testable" not in examples:
+        return pd.Series(True, index=examples.index)
+    return examples["testable"].astype(bool)
 
 
 def per_class(labels: np.ndarray, answers: Sequence[str]) -> dict[str, dict[str, Any]]:
@@ -440,18 +511,30 @@ def load_models(path: Path) -> dict[tuple[str, str], DiagnosisModel]:
 
 # ---- the catalogue's step: fit, score out of sample, save --------------------------------------
 
+def training_examples(root: Path, run_ids: Sequence[str], extra_ids: Sequence[str], cache: Path | None,
+                      n_jobs: int = -1, progress: Callable[[str], None] | None = None) -> pd.DataFrame:
+    """Examples of the diverse runs (``testable``: they may be scored) and of extra training runs."""
+    extra = sorted(set(extra_ids) - set(run_ids))
+    examples = build_examples(root, [*run_ids, *extra], n_jobs=n_jobs, cache=cache, progress=progress)
+    examples["testable"] = examples["run_id"].isin(set(run_ids))
+    return examples
+
+
 def fit_and_evaluate(root: Path, run_ids: Sequence[str], out_path: Path, progress: Callable[[str], None] = print,
-                     n_jobs: int = -1, left_out: bool = True, seed: int = 0, kind: str = "boosting") -> pd.DataFrame:
-    """Build the examples of the diverse runs, score every protocol out of sample, fit the final
-    models on all runs and save them with a model card. Returns the protocol scores (one row per
-    algorithm, view and protocol)."""
+                     n_jobs: int = -1, left_out: bool = True, seed: int = 0, kind: str = "boosting",
+                     extra_ids: Sequence[str] = ()) -> pd.DataFrame:
+    """Build the examples of the diverse runs (``run_ids``) and of extra training runs
+    (``extra_ids``: the catalogue's, one configuration per setup but many seeds per fault), score
+    every protocol out of sample on diverse runs only, fit the final models on all runs and save them
+    with a model card. Returns the protocol scores (one row per algorithm, view and protocol)."""
     import time
 
     from joblib import Parallel, delayed
 
     start = time.perf_counter()
-    examples = build_examples(root, run_ids, n_jobs=n_jobs, cache=out_path.with_name("examples.parquet"),
-                              progress=progress)
+    examples = training_examples(root, run_ids, extra_ids, out_path.with_name("examples.parquet"), n_jobs, progress)
+    extra = sorted(set(extra_ids) - set(run_ids))
+    run_ids = [*run_ids, *extra]
     jobs = [(algo, view, p) for algo, views in VIEWS.items() if (examples["algo"] == algo).any()
             for p in protocols(examples, algo, seed=seed, left_out=left_out) for view in views
             if (p.kind != "left-out fault" or view == "canonical")]
@@ -465,7 +548,8 @@ def fit_and_evaluate(root: Path, run_ids: Sequence[str], out_path: Path, progres
         if len(held):
             model.info["out_of_sample"] = {k: float(held.iloc[0][k]) for k in
                                            ("top1_faulty", "healthy_called_healthy", "ece")}
-    card = {"trained_on_runs": len(run_ids), "examples": len(examples), "views": VIEWS,
+    card = {"trained_on_runs": len(run_ids), "extra_training_runs": len(extra), "examples": len(examples),
+            "views": VIEWS,
             "models": {f"{a}/{v}": {k: m.info[k] for k in ("n_examples", "n_runs", "classes")} | {
                 "out_of_sample": m.info.get("out_of_sample")} for (a, v), m in models.items()},
             "protocols": scores.drop(columns=["per_class"], errors="ignore").to_dict("records"),

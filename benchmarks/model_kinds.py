@@ -1,0 +1,79 @@
+"""Which model family the diagnosis uses: each of harness.analysis.model.KINDS scored out of sample.
+
+    python benchmarks/model_kinds.py [--results results] [--kinds logistic:0.03,logistic:0.1,boosting] [--jobs 2] [--record]
+
+Builds the diagnosis model's training examples exactly as ``python -m harness.catalogue`` does
+(the diverse dataset plus the catalogue's calibration seeds; the examples are cached beside the
+published model), then fits each kind on the training part of the "held-out runs" protocol and
+scores it on the held-out diverse runs (``logistic:C`` sets the logistic's strength), per algorithm and view: top-1 on faulty logs, healthy
+logs called healthy, calibration error, and the fit time. The catalogue's ``model_kind`` should be
+the kind with the best held-out top-1 at >= 90% healthy called healthy; nothing here looks at the
+real-framework test logs. ``--record`` writes benchmarks/results/model_kinds.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def main() -> None:
+    from joblib import Parallel, delayed
+
+    from harness.analysis.catalogue import extra_training_runs
+    from harness.analysis.model import VIEWS, check_kind, protocols, run_protocol, training_examples
+    from harness.analysis.runs import RunSet
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--results", default=str(ROOT / "results"))
+    parser.add_argument("--kinds", default="logistic:0.03,logistic:0.1,logistic:0.5,boosting,extratrees")
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--record", action="store_true")
+    args = parser.parse_args()
+    root = Path(args.results)
+    rs = RunSet.load(root)
+    diverse = rs.runs.loc[rs.runs["origin"] == "diverse", "run_id"].tolist()
+    extra = extra_training_runs(rs)
+    start = time.perf_counter()
+    examples = training_examples(root, diverse, extra, root / "catalogue" / "model" / "examples.parquet",
+                                 n_jobs=args.jobs, progress=print)
+    print(f"examples: {len(examples)} from {len(diverse)} diverse + {len(extra)} catalogue runs "
+          f"in {time.perf_counter() - start:.0f} s")
+    kinds = [check_kind(k) for k in args.kinds.split(",") if k]
+
+    def one(kind: str, algo: str, view: str, protocol):
+        t = time.perf_counter()
+        out = run_protocol(examples, algo, view, protocol, kind=kind)
+        return None if out is None else {**{k: v for k, v in out.items() if k != "per_class"},
+                                         "fit_s": round(time.perf_counter() - t, 1)}
+
+    jobs = [(kind, algo, view, protocols(examples, algo, left_out=False)[0])
+            for kind in kinds for algo, views in VIEWS.items() for view in views]
+    rows = [r for r in Parallel(n_jobs=args.jobs)(delayed(one)(*j) for j in jobs) if r]
+    print(f"{'kind':14s} {'algo':5s} {'view':10s} {'top-1':>6s} {'healthy':>8s} {'ECE':>6s} {'fit s':>6s}")
+    for r in rows:
+        print(f"{r['model_kind']:14s} {r['algo']:5s} {r['view']:10s} {r['top1_faulty']:6.1%} "
+              f"{r['healthy_called_healthy']:8.1%} {r['ece']:6.3f} {r['fit_s']:6.1f}")
+    summary = {}
+    for kind in kinds:
+        mine = [r for r in rows if r["model_kind"] == kind]
+        summary[kind] = {k: round(sum(r[k] for r in mine) / len(mine), 4) for k in
+                         ("top1_faulty", "healthy_called_healthy", "ece")} if mine else {}
+        print(f"{kind:14s} mean over views: {summary[kind]}")
+    if args.record:
+        out = ROOT / "benchmarks" / "results" / "model_kinds.json"
+        out.write_text(json.dumps({"date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                                   "diverse_runs": len(diverse), "extra_runs": len(extra),
+                                   "examples": len(examples), "mean_over_views": summary, "rows": rows}, indent=2, default=float) + "\n")
+        print(f"recorded in {out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,78 @@
+"""The dataset sweep's sampling space (conf/sweep/dataset.yaml): what the default space draws."""
+
+from __future__ import annotations
+
+import collections
+from pathlib import Path
+
+import pytest
+import yaml
+
+from harness.config import ConfigError
+from harness.sample import Space, batch_of, estimated_cost
+
+SPACE = yaml.safe_load((Path(__file__).resolve().parent.parent / "conf" / "sweep" / "dataset.yaml").read_text())
+SWEEPER = SPACE["hydra"]["sweeper"]
+
+
+def updates_of(spec) -> int:
+    return spec.env["total_timesteps"] // batch_of(spec.setup["algo_name"], spec.algo, spec.setup)[1]
+
+
+def possible(dist) -> int:
+    """Distinct values a distribution can give, up to 10 (issue 12: >= 10 per sampled hyperparameter
+    where the range has them; a switch has 2, num_iterations 1-4 has 4)."""
+    kind, *args = dist
+    if kind in ("int", "logint"):
+        return min(10, args[1] - args[0] + 1)
+    if kind == "choice":
+        return len(set(args[0]))
+    return 1 if kind == "const" else 10 if kind in ("uniform", "loguniform") else 2
+
+
+@pytest.fixture(scope="module")
+def drawn():
+    return Space(SWEEPER["space"]).sample(SWEEPER["size"], SWEEPER["seed"], updates_of)
+
+
+def test_default_space_is_large_diverse_and_cheap(drawn):
+    space = SWEEPER["space"]
+    assert SWEEPER["size"] >= 600 and len(drawn) == SWEEPER["size"]
+    assert sum(s.fault == "none" for s in drawn) >= 0.25 * len(drawn)
+    ppo_envs = {s.setup["env"] for s in drawn if s.setup["algo_name"] == "ppo"}
+    assert {"cartpole", "acrobot", "lunarlander", "pendulum"} <= ppo_envs
+    for algo in ("ppo", "grpo"):
+        for key, dist in space["hyperparameters"][algo].items():
+            values = {s.algo[key] for s in drawn if s.setup["algo_name"] == algo}
+            assert len(values) >= possible(dist), (algo, key, values)
+    for s in drawn:       # every draw fits its setup's cost cap (the default, or the setup's own)
+        cap = s.setup.get("max_cost", space["max_cost"])
+        assert estimated_cost(s.setup, s.algo, updates_of(s)) <= cap, s
+    cost = sum(estimated_cost(s.setup, s.algo, updates_of(s)) for s in drawn)
+    assert cost / 2 / 60 < 30        # minutes on 2 cores, by the cost model (benchmarks/dataset.py measures it)
+
+
+def test_framework_default_setups_keep_their_hyperparameters_and_draw_faults(drawn):
+    presets = [s for s in drawn if s.setup.get("hyperparameters", {}).get("n_steps") == 2048]
+    assert presets, "SB3's defaults are drawn"
+    for s in presets:
+        assert s.algo["n_minibatches"] == 32 and s.algo["n_epochs"] == 10 and s.algo["lr"] == 3e-4
+    assert collections.Counter(s.fault == "none" for s in presets)[False] >= 1
+
+
+def test_a_setup_may_raise_its_own_cost_cap():
+    base = {"setups": [{"algo": "ppo", "algo_name": "ppo", "env": "cartpole", "backend": "native",
+                        "hyperparameters": {"n_steps": 2048, "num_envs": 1, "n_epochs": 10, "n_minibatches": 32}}],
+            "max_cost": 5, "updates": ["int", 15, 20], "only": ["tiny_clip"]}
+    with pytest.raises(ConfigError, match="fits max_cost=5"):
+        Space(base).sample(1, 0, lambda spec: 20)
+    base["setups"][0]["max_cost"] = 30
+    (spec,) = Space(base).sample(1, 0, lambda spec: 20)
+    assert estimated_cost(spec.setup, spec.algo, updates_of(spec)) > 5
+
+
+def test_bad_distribution_is_one_line():
+    bad = {"setups": [{"algo": "ppo", "algo_name": "ppo", "env": "cartpole", "backend": "native"}],
+           "hyperparameters": {"ppo": {"lr": ["gaussian", 0, 1]}}}
+    with pytest.raises(ConfigError, match="unknown distribution 'gaussian'"):
+        Space(bad)
