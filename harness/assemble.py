@@ -110,6 +110,32 @@ def fault_config(name: str) -> dict:
     return OmegaConf.to_container(OmegaConf.load(path), resolve=True)
 
 
+class SampledBases:
+    """The base experiment of each sampled run (the dataset sweep's plan and its batch jobs use the
+    same one, so their run ids agree): the run's setup composed once by ``compose_setup`` (a
+    ``{algo, env, backend}`` dict -> the fault-free experiment), with the drawn fault in its drawn
+    form added by :func:`with_fault`, cached per setup, fault and form."""
+
+    def __init__(self, compose_setup: Any):
+        self.compose_setup = compose_setup
+        self.setups: dict[tuple[str, str, str], Experiment] = {}
+        self.bases: dict[tuple[str, ...], Experiment] = {}
+
+    def __call__(self, spec: Any) -> Experiment:
+        s = spec.setup
+        where = (s["algo"], s["env"], s["backend"])
+        if where not in self.setups:
+            self.setups[where] = self.compose_setup(s)
+            if self.setups[where].algo.name != s["algo_name"]:
+                raise ConfigError(f"hydra.sweeper.space.setups: algo={s['algo']} is a "
+                                  f"{self.setups[where].algo.name} config, not {s['algo_name']}")
+        form = {"form": spec.fault_params["form"]} if "form" in spec.fault_params else {}
+        key = (*where, spec.fault, *form.values())
+        if key not in self.bases:
+            self.bases[key] = with_fault(self.setups[where], spec.fault, **form)
+        return self.bases[key]
+
+
 def with_fault(exp: Experiment, name: str, **params: Any) -> Experiment:
     """``exp`` with fault ``name`` at its defaults (as composing ``fault=<name>`` would give),
     ``params`` (e.g. ``form``) replacing some of them."""

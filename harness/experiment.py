@@ -102,22 +102,19 @@ def run_batch(path: str, results_dir: str, torch_threads: int = 1) -> None:
     import dataclasses
     from pathlib import Path
 
+    from harness.assemble import SampledBases
     from harness.cli import make_experiment
     from harness.sample import Spec, specialise
 
     console = Console(width=max(110, Console().width), highlight=False)
-    bases: dict[tuple[str, ...], Experiment] = {}
+    base = SampledBases(lambda s: make_experiment([
+        f"algo={s['algo']}", f"env={s['env']}", f"backend={s['backend']}", "fault=none", f"results_dir={results_dir}",
+        f"torch_threads={torch_threads}", "twin=false", "progress=false"]))
     lines = [ln for ln in Path(path).read_text().splitlines() if ln.strip()]
     for line in lines:
         spec = Spec.from_json(line)
-        form = [f"fault.form={spec.fault_params['form']}"] if "form" in spec.fault_params else []
-        key = (spec.setup["algo"], spec.setup["env"], spec.setup["backend"], spec.fault, *form)
         try:
-            if key not in bases:
-                bases[key] = make_experiment([f"algo={key[0]}", f"env={key[1]}", f"backend={key[2]}",
-                                              f"fault={key[3]}", *form, f"results_dir={results_dir}",
-                                              f"torch_threads={torch_threads}", "twin=false", "progress=false"])
-            exp = dataclasses.replace(specialise(bases[key], spec), results_dir=results_dir)
+            exp = dataclasses.replace(specialise(base(spec), spec), results_dir=results_dir)
         except ConfigError as err:          # one bad draw is reported; the job's other runs still train
             console.print(f"[dataset {spec.index}] {spec.fault}: not run: {err}", soft_wrap=True)
             continue

@@ -215,7 +215,7 @@ def plan_dataset(space: dict[str, Any], size: int, seed: int, chunk: int, argume
 
     One config is composed per setup (``compose``: Hydra's loader in the sweeper); faults are
     added from their YAML, hyperparameters by :func:`harness.sample.specialise`."""
-    from harness.assemble import with_fault
+    from harness.assemble import SampledBases
     from harness.run import n_updates_planned
     from harness.sample import Space, specialise
 
@@ -227,23 +227,8 @@ def plan_dataset(space: dict[str, Any], size: int, seed: int, chunk: int, argume
     if size < 1 or chunk < 1:
         raise ConfigError(f"hydra.sweeper.size={size} and hydra.sweeper.chunk={chunk} must be >= 1")
     sampler = Space(space)
-    setups: dict[tuple[str, str, str], Any] = {}
-    bases: dict[tuple[str, str, str, str], Any] = {}
-
-    def base(spec: Any) -> Any:
-        s = spec.setup
-        where = (s["algo"], s["env"], s["backend"])
-        if where not in setups:
-            setups[where] = load_experiment(compose([f"algo={s['algo']}", f"env={s['env']}",
-                                                     f"backend={s['backend']}", "fault=none", *arguments]))
-            if setups[where].algo.name != s["algo_name"]:
-                raise ConfigError(f"hydra.sweeper.space.setups: algo={s['algo']} is a {setups[where].algo.name} "
-                                  f"config, not {s['algo_name']}")
-        form = {"form": spec.fault_params["form"]} if "form" in spec.fault_params else {}
-        key = (*where, spec.fault, *form.values())
-        if key not in bases:
-            bases[key] = with_fault(setups[where], spec.fault, **form)
-        return bases[key]
+    base = SampledBases(lambda s: load_experiment(compose([f"algo={s['algo']}", f"env={s['env']}",
+                                                           f"backend={s['backend']}", "fault=none", *arguments])))
 
     specs = sampler.sample(size, seed, lambda spec: n_updates_planned(specialise(base(spec), spec)))
     return [(spec, run_id(specialise(base(spec), spec).key())) for spec in specs]
