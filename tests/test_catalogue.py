@@ -229,3 +229,13 @@ def test_bad_catalogue_arguments_are_one_line(args, message, tmp_path):
                          cwd=tmp_path, timeout=120)
     assert out.returncode == 2
     assert out.stderr.strip().splitlines() == [f"error: {out.stderr.strip()[7:]}"] and message in out.stderr
+
+
+@pytest.mark.parametrize("kind", ["forest", "logistic:-1", "logistic:x", "boosting:2"])
+def test_bad_model_kind_is_one_line(kind, tmp_path):
+    (tmp_path / "results" / "runs").mkdir(parents=True)
+    out = subprocess.run([sys.executable, "-m", "harness.catalogue", f"model_kind={kind}"], capture_output=True,
+                         text=True, cwd=tmp_path, timeout=120)
+    assert out.returncode == 2, out.stderr
+    assert out.stderr.strip() == (f"error: model_kind={kind!r}; valid choices: boosting, extratrees, logistic "
+                                  "(logistic:C with C > 0)")

@@ -271,6 +271,10 @@ def _mismatch_note(raw: RawLog, prof: Profile) -> str | None:
     return None
 
 
+#: settings a framework logs every update (SB3: train/clip_range, train/learning_rate)
+LOGGED_SETTINGS = ("clip_range", "lr")
+
+
 def to_canonical(log: RawLog | pd.DataFrame, profile: str | dict | Profile = "auto",
                  config: dict[str, Any] | None = None, algo: str | None = None) -> LoadedLog:
     """A log (a :class:`RawLog` from :func:`harness.logs.read` or :func:`harness.logs.views.render`, or a
@@ -339,6 +343,13 @@ def to_canonical(log: RawLog | pd.DataFrame, profile: str | dict | Profile = "au
 
     resolved = _infer_algo(prof, used, algo)
     mapped_config = map_config(prof, raw.config, resolved, config)
+    if raw.config:       # the log carries its hyperparameters: a setting it logs as a constant fills a gap
+        for name in LOGGED_SETTINGS:
+            values = out[name].dropna().unique() if name in used else []
+            if name not in mapped_config and len(values) == 1 and math.isfinite(values[0]):
+                mapped_config[name] = float(values[0])
+                notes.append(f"{name}={values[0]:g} read from the logged {used[name]} (constant; the saved "
+                             "config holds it in a form that is not read, e.g. an SB3 schedule)")
     return LoadedLog(out, prof.name, resolved, used, unused, mapped_config, raw.source, detected, notes)
 
 
