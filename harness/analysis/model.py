@@ -6,12 +6,13 @@ calibrated probabilities, from a training log in any framework's view.
   logs) and cut at 50%, 75% and 100% of its length (a prefix that ends before the fault's onset is a
   healthy example). Half of the examples carry the run's configuration as context (what the user's
   config holds), half none, so the model works with and without it.
-- **Model.** One scikit-learn classifier per algorithm and view on :mod:`harness.analysis.features`,
-  calibrated with Platt scaling on cross-validation folds (``CalibratedClassifierCV``). No input
-  identifies the fault: the features of a stored run are those of its exported log.
-- **Answer.** The most probable class if it is healthy with probability >= 0.5, or a fault with
-  probability >= ``unknown_threshold``; otherwise "unknown" when P(healthy) < 0.5 (anomalous, cause
-  unknown), else healthy.
+- **Model.** One scikit-learn classifier per algorithm and view on :mod:`harness.analysis.features`
+  (the logistic regression's own probabilities; tree models calibrated with Platt scaling on
+  cross-validation folds, ``CalibratedClassifierCV``). No input identifies the fault: the features
+  of a stored run are those of its exported log.
+- **Answer.** Detect, then attribute (:func:`answer`): healthy unless P(anomalous) reaches the
+  model's threshold (its source and threshold chosen out of fold in :func:`choose_anomaly`); then
+  the most probable fault if its probability is >= ``unknown_threshold``, else "unknown".
 - **Out of sample.** Scored on held-out runs (their seeds and configurations were never trained on),
   on whole held-out configurations (one env or task left out, and hyperparameter regions left out),
   and, for the "unknown" answer, on faults left out of training.
