@@ -53,7 +53,10 @@ class LearnedDetector:
             return []
         fault = None if answers[0] == UNKNOWN else answers[0]
         score = float(probs.iloc[0][fault]) if fault else float(anomalous[0])
-        return [Alarm(f"model: P(anomalous) = {anomalous[0]:.2f}", fault, score)]
+        # one symptom name per kind of answer (the evaluation groups false alarms by symptom); the
+        # probability is the alarm's score
+        symptom = "model: anomalous, cause unknown" if fault is None else f"model: looks like {fault}"
+        return [Alarm(symptom, fault, score)]
 
 
 __all__ = ["LearnedDetector"]
