@@ -151,8 +151,8 @@ def check_kind(kind: str) -> str:
 
 
 def make_estimator(kind: str = "boosting", seed: int = 0):
-    """A classifier with calibrated probabilities (Platt scaling on 3 cross-validation folds):
-    ``boosting`` (gradient-boosted trees), ``extratrees`` (extremely randomised trees) -- both with
+    """A classifier (the tree models' probabilities Platt-scaled on 3 cross-validation folds, the
+    logistic regression's as they are): ``boosting`` (gradient-boosted trees), ``extratrees`` (extremely randomised trees) -- both with
     a missing value as a sentinel far below any real one --, ``logistic`` (L2 multinomial logistic
     regression on signed-log, standardised features with missing-value indicators; ``logistic:C``
     sets its inverse regularisation strength, default ``LOGISTIC_C``)."""
@@ -163,6 +163,7 @@ def make_estimator(kind: str = "boosting", seed: int = 0):
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import FunctionTransformer, StandardScaler
 
+    family, _, strength = kind.partition(":")
     missing = SimpleImputer(strategy="constant", fill_value=-1e13, keep_empty_features=True)   # absent: far below
     if kind == "boosting":
         base = make_pipeline(missing, HistGradientBoostingClassifier(
@@ -170,11 +171,10 @@ def make_estimator(kind: str = "boosting", seed: int = 0):
             random_state=seed))
     elif kind == "extratrees":
         base = make_pipeline(missing, ExtraTreesClassifier(n_estimators=200, min_samples_leaf=1, random_state=seed))
-    elif kind.partition(":")[0] == "logistic":
-        strength = float(kind.partition(":")[2] or LOGISTIC_C)
+    elif family == "logistic":
         return make_pipeline(SimpleImputer(strategy="median", add_indicator=True, keep_empty_features=True),
                              FunctionTransformer(_signed_log), StandardScaler(),
-                             LogisticRegression(C=strength, max_iter=3000))
+                             LogisticRegression(C=float(strength or LOGISTIC_C), max_iter=3000))
     else:
         raise ValueError(f"unknown model kind {kind!r}; valid: {', '.join(KINDS)}")
     return CalibratedClassifierCV(base, method="sigmoid", cv=3)
@@ -189,7 +189,7 @@ class DiagnosisModel:
     columns: list[str]
     classes: list[str]
     estimator: Any                   # healthy / each fault
-    anomaly: Any = None              # healthy vs any fault: how far from healthy, whatever the cause
+    anomaly: Any = None              # healthy vs any fault (None when 1 - P(healthy) of the classes detects)
     unknown_threshold: float = UNKNOWN_THRESHOLD
     anomaly_threshold: float = 0.5   # fitted: the 90th percentile of P(anomalous) on healthy training logs
     info: dict[str, Any] = field(default_factory=dict)
@@ -208,15 +208,14 @@ class DiagnosisModel:
         whichever ``fit`` found best out of fold (the classes when there is no head)."""
         probs = self.probabilities(rows) if probs is None else probs
         classes = 1.0 - probs.get(HEALTHY, pd.Series(0.0, index=rows.index)).to_numpy()
-        if self.anomaly is None:
+        if self.anomaly is None or self.anomaly_source == "classes":    # the head is not asked
             return classes
         head = self.anomaly.predict_proba(self._X(rows))[:, list(self.anomaly.classes_).index(1)]
-        return combine_anomaly(getattr(self, "anomaly_source", "head"), head, classes)
+        return combine_anomaly(self.anomaly_source, head, classes)
 
     def answers(self, probs: pd.DataFrame, anomalous: np.ndarray | None = None) -> list[str]:
         anomalous = 1.0 - probs.get(HEALTHY, 0.0).to_numpy() if anomalous is None else anomalous
-        return [answer(row, self.unknown_threshold, float(a), self.anomaly_threshold)
-                for (_, row), a in zip(probs.iterrows(), anomalous)]
+        return answers_of(probs, anomalous, self.unknown_threshold, self.anomaly_threshold)
 
     def diagnose(self, rows: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray, list[str]]:
         probs = self.probabilities(rows)
@@ -242,6 +241,11 @@ def answer(probs: pd.Series, threshold: float, anomalous: float | None = None, a
     return UNKNOWN
 
 
+def answers_of(probs: pd.DataFrame, anomalous: np.ndarray, threshold: float, anomaly_threshold: float) -> list[str]:
+    """:func:`answer` for every row of ``probs`` with its P(anomalous)."""
+    return [answer(row, threshold, float(a), anomaly_threshold) for (_, row), a in zip(probs.iterrows(), anomalous)]
+
+
 class TooFewClasses(ValueError):
     """Not enough labelled examples to fit a model (a small or one-sided dataset)."""
 
@@ -257,13 +261,13 @@ def fit(examples: pd.DataFrame, algo: str, view: str, seed: int = 0, kind: str =
 
     estimator = make_estimator(kind, seed=seed)
     X = np.clip(data[columns].to_numpy(dtype=float), -1e12, 1e12)
-    anomaly = make_estimator(kind, seed=seed)
     labels = data["label"].to_numpy()
-    is_anomalous = (labels != HEALTHY).astype(int)
+    anomaly = None                   # the healthy-vs-fault head, fitted only when its score is the one chosen
     with threadpool_limits(1):       # fits run in parallel processes: one thread each
         estimator.fit(X, labels)
-        anomaly.fit(X, is_anomalous)
         source, threshold, oof = choose_anomaly(kind, seed, X, labels, data["run_id"].to_numpy())
+        if source != "classes":
+            anomaly = make_estimator(kind, seed=seed).fit(X, (labels != HEALTHY).astype(int))
     return DiagnosisModel(algo=algo, view=view, columns=columns, classes=list(estimator.classes_),
                           estimator=estimator, anomaly=anomaly, anomaly_threshold=threshold, anomaly_source=source,
                           info={"n_examples": len(data), "n_runs": data["run_id"].nunique(),
@@ -314,7 +318,7 @@ def choose_anomaly(kind: str, seed: int, X: np.ndarray, labels: np.ndarray,
     for source in ANOMALY_SOURCES:
         scores = combine_anomaly(source, head, classes)
         threshold = threshold_for(scores[healthy])
-        answers = np.array([answer(row, UNKNOWN_THRESHOLD, float(a), threshold) for (_, row), a in zip(oof.iterrows(), scores)])
+        answers = np.array(answers_of(oof, scores, UNKNOWN_THRESHOLD, threshold))
         out[source] = {"threshold": threshold, "top1_faulty": float((answers[faulty] == labels[faulty]).mean()),
                        "healthy_called_healthy": float((answers[healthy] == HEALTHY).mean())}
     best = max(ANOMALY_SOURCES, key=lambda s: (out[s]["top1_faulty"], s == "head"))
