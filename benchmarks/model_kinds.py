@@ -28,7 +28,13 @@ def main() -> None:
     from joblib import Parallel, delayed
 
     from harness.analysis.catalogue import extra_training_runs
-    from harness.analysis.model import VIEWS, check_kind, protocols, run_protocol, training_examples
+    from harness.analysis.model import (
+        VIEWS,
+        check_kind,
+        protocols,
+        run_protocol,
+        training_examples,
+    )
     from harness.analysis.runs import RunSet
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])

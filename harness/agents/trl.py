@@ -43,10 +43,10 @@ Needs the ``[trl]`` extra; without it the run ends with one line saying so.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import os
-import contextlib
 import queue
 import shutil
 import tempfile
