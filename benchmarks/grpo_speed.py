@@ -29,8 +29,8 @@ UPDATES = 30
 
 def native(updates: int, results_dir: str) -> float:
     from harness.agents import sft
-    from harness.cli import make_experiment
-    from harness.run import get_or_train
+    from harness.pipeline.compose import make_experiment
+    from harness.pipeline.train import get_or_train
 
     probe = make_experiment(["algo=grpo", "env=toyseq", f"results_dir={results_dir}"])
     per_update = probe.algo.batch_size * probe.algo.max_new_tokens
@@ -53,7 +53,7 @@ def trl(updates: int, results_dir: str) -> float | None:
         return None
     from harness.agents import sft
     from harness.agents.hf import export_hf, trl_grpo_args
-    from harness.cli import make_experiment
+    from harness.pipeline.compose import make_experiment
 
     os.environ["HF_HUB_OFFLINE"] = "1"
     exp = make_experiment(["algo=grpo", "env=toyseq", f"results_dir={results_dir}"])

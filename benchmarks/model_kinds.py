@@ -27,7 +27,6 @@ sys.path.insert(0, str(ROOT))
 def main() -> None:
     from joblib import Parallel, delayed
 
-    from harness.analysis.catalogue import extra_training_runs
     from harness.analysis.model import (
         VIEWS,
         check_kind,
@@ -36,6 +35,7 @@ def main() -> None:
         training_examples,
     )
     from harness.analysis.runs import RunSet
+    from harness.catalogue.build import extra_training_runs
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--results", default=str(ROOT / "results"))

@@ -35,8 +35,8 @@ HP = dict(num_envs=16, n_steps=128, n_epochs=4, n_minibatches=4, lr=2.5e-4, gamm
 def native(steps: int, backend: str = "native") -> float:
     """The harness path (run store included) on a backend: native PPO, or SB3's PPO with the
     harness's instrumentation (backend=sb3)."""
-    from harness.cli import make_experiment
-    from harness.run import get_or_train
+    from harness.pipeline.compose import make_experiment
+    from harness.pipeline.train import get_or_train
 
     overrides = [f"algo.{k}={v}" for k, v in HP.items()] + [f"env.total_timesteps={steps}", "fault=none",
                                                              f"backend={backend}"]
@@ -69,8 +69,8 @@ def sb3(steps: int) -> float:
 def grpo(tokens: int | None = None) -> tuple[float, float]:
     """GRPO on the default token task: (generated tokens per second, share of time in the update)."""
     from harness.agents import grpo as grpo_agent
-    from harness.cli import make_experiment
-    from harness.run import get_or_train
+    from harness.pipeline.compose import make_experiment
+    from harness.pipeline.train import get_or_train
 
     update_s = [0.0]
     shared_update = grpo_agent.ppo_update

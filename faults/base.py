@@ -70,9 +70,10 @@ class Fault(Hooks):
         f = next((f for f in fields(cls) if f.name == "form"), None)
         return tuple(f.metadata["bounds"]["choices"]) if f is not None else (cls.form,)
 
-    def sb3_refusal(self) -> str | None:
-        """Why backend=sb3 cannot run this fault as configured (e.g. a form that lives inside SB3's
-        PPO.train()), beyond the hooks it overrides; None when it can."""
+    def refusal(self, backend: str) -> str | None:
+        """Why ``backend`` cannot run this fault as configured (e.g. a form that lives inside SB3's
+        PPO.train()), beyond the hooks it overrides (the backend's trainer checks those); None when
+        it can."""
         return None
 
     def setting(self) -> dict[str, Any]:

@@ -36,7 +36,9 @@ class EntropySignFlip(Fault):
     backends = ("native", "sb3")
     expected = ('entropy_collapse',)
 
-    def sb3_refusal(self) -> str | None:
+    def refusal(self, backend: str) -> str | None:
+        if backend != "sb3":
+            return None
         if self.form == "code bug":
             return ("in form 'code bug' the sign slip is in the loss, which SB3 builds inside PPO.train(); "
                     "fault.form=misconfigured (a negative ent_coef) runs there")

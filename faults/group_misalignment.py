@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import torch
 
 from faults.base import Fault, param
+from harness.agents.grpo_math import group_advantages
 
 
 @dataclass
@@ -53,8 +54,6 @@ class GroupMisalignment(Fault):
     def group_advantages(self, rewards: torch.Tensor, group_size: int, healthy: torch.Tensor) -> torch.Tensor:
         if self.variant == "misassigned":
             return healthy
-        from harness.agents.grpo import group_advantages
-
         order = self.generation_major(rewards.numel(), group_size)
         mixed = group_advantages(rewards[order], group_size, "group", 1e-4)
         adv = torch.empty_like(mixed)

@@ -16,6 +16,7 @@ misaligned value)"; the policy was healthy, the computation path was wrong).
 from dataclasses import dataclass
 
 from faults.base import Fault, param
+from harness.config import ConfigError
 
 
 @dataclass
@@ -32,7 +33,6 @@ class LogprobOffByOne(Fault):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        from harness.config import ConfigError
         if self.shift == 1:
             raise ConfigError("fault.shift=1 is the correct alignment; use 0 or >= 2")
 

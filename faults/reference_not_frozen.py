@@ -43,9 +43,11 @@ class ReferenceNotFrozen(Fault):
     backends = ("native", "trl")
     expected = ("kl_ref_tracks_update_drift", "kl_ref_zero")
 
-    def trl_refusal(self) -> str | None:
+    def refusal(self, backend: str) -> str | None:
         """TRL >= 0.15 takes the reference log-probs once, at generation (``ref_model = model`` gives the
         at_rollout form); the in_loss form is TRL 0.14's code, not the installed TRL's."""
+        if backend != "trl":
+            return None
         if self.computed == "in_loss":
             return ("computed=in_loss is TRL 0.14's compute_loss; the installed TRL computes reference log-probs "
                     "at generation (use computed=at_rollout)")

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from faults.base import Fault, param
+from harness.config import ConfigError
 
 
 @dataclass
@@ -41,7 +42,6 @@ class UntemperedLogprobs(Fault):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        from harness.config import ConfigError
         if self.temperature == 1.0:
             raise ConfigError("fault.temperature=1.0 leaves nothing to forget; use a temperature != 1")
 

@@ -37,7 +37,9 @@ class WhitenTinyBatch(Fault):
     backends = ("native",)
     expected = ('nonfinite',)
 
-    def sb3_refusal(self) -> str | None:
+    def refusal(self, backend: str) -> str | None:
+        if backend != "sb3":
+            return None
         return ("SB3 skips advantage normalisation for a one-sample minibatch since PR#1028 (v1.6), so the bug "
                 "does not exist there")
 

@@ -1,3 +1,5 @@
-from harness.cli import main
+"""``python -m harness``: the run command (:mod:`harness.commands.run`)."""
+
+from harness.commands.run import main
 
 main()

@@ -1,91 +1,13 @@
-"""``python -m harness.evaluate detector=NAME``: score a detector against labelled runs.
+"""``python -m harness.evaluate detector=NAME``: the command lives in :mod:`harness.commands.evaluate`.
 
-Python API: ``evaluate(detector, "results")`` returns an :class:`Evaluation` (see
-:mod:`harness.detection.scoring`, where the scoring lives).
-"""
+From Python, ``from harness.evaluate import evaluate`` scores a detector against labelled runs
+(:mod:`harness.detection.scoring`)."""
 
-from __future__ import annotations
+from harness.detection.scoring import Evaluation, evaluate, load_dataset
 
-from pathlib import Path
-
-import hydra
-from hydra.errors import InstantiationException
-from hydra.utils import instantiate
-from omegaconf import DictConfig
-
-from harness.cli import CONF_DIR, run_app
-from harness.config import ConfigError, locate
-from harness.detection import REFERENCE
-from harness.detection.base import Detector, is_detector
-from harness.detection.scoring import (
-    SCORE_COLUMNS,
-    Evaluation,
-    _fmt,
-    evaluate,
-    load_dataset,
-    write,
-)
-
-__all__ = ["Evaluation", "evaluate", "load_dataset", "main"]
-
-
-# ---- command line ----------------------------------------------------------------------------
-
-def build_detector(cfg: DictConfig) -> Detector:
-    """Instantiate ``cfg.detector`` through Hydra (``_target_`` + keyword arguments)."""
-    target = cfg.detector.get("_target_")
-    try:
-        locate(target)
-    except ConfigError:
-        raise ConfigError(f"detector._target_={target!r} cannot be imported (is its package on the path?)") from None
-    try:
-        detector = instantiate(cfg.detector)
-    except InstantiationException as exc:
-        cause = exc.__cause__ or exc
-        raise ConfigError(f"detector {target}: {str(cause).splitlines()[0]}") from None
-    if not is_detector(detector):
-        raise ConfigError(f"detector._target_={target!r} is not a detector: it needs reset(run_info) and "
-                          "update(update_index, metrics)")
-    return detector
-
-
-def validate(cfg: DictConfig) -> None:
-    build_detector(cfg)
-    load_dataset(cfg.dataset)
-
-
-@hydra.main(config_path=str(CONF_DIR), config_name="evaluate", version_base=None)
-def app(cfg: DictConfig) -> None:
-    from hydra.core.hydra_config import HydraConfig
-    from rich.console import Console
-    from rich.table import Table
-
-    detector = build_detector(cfg)
-    choice = HydraConfig.get().runtime.choices.get("detector")
-    name = choice if cfg.detector._target_ == REFERENCE.get(choice) else type(detector).__name__
-    ev = evaluate(detector, cfg.dataset, name=name)
-    out_dir = Path(cfg.results_dir) / "evaluation" / name
-    write(ev, out_dir, str(cfg.dataset))
-
-    console = Console(width=max(110, Console().width), highlight=False)
-    table = Table(title=f"detector {name} on {cfg.dataset} ({len(ev.runs)} runs)", title_justify="left")
-    for c in SCORE_COLUMNS:
-        table.add_column(c.replace("_", " "), justify="left" if c in ("group", "setup") else "right",
-                         no_wrap=c in ("group", "setup"))
-    for _, r in ev.scores[ev.scores["setup"] == "all"].iterrows():
-        table.add_row(*[_fmt(r[c]) for c in SCORE_COLUMNS])
-    console.print(table)
-    noisy = ev.symptoms.sort_values("rate_healthy", ascending=False).head(3)
-    noisy = noisy[noisy["rate_healthy"] > 0]
-    if len(noisy):
-        console.print("most false alarms on healthy runs come from: " + ", ".join(
-            f"{r['symptom']} ({r['rate_healthy']:.0%} of healthy runs)" for _, r in noisy.iterrows()))
-    console.print(f"report: {out_dir}/REPORT.md (per-setup scores, confusion matrix, symptoms, scores.png)")
-
-
-def main() -> None:
-    run_app(app, config_name="evaluate", validate=validate)
-
+__all__ = ["Evaluation", "evaluate", "load_dataset"]
 
 if __name__ == "__main__":
+    from harness.commands.evaluate import main
+
     main()

@@ -183,3 +183,15 @@ def compute_gae(rewards: np.ndarray, values: np.ndarray, next_value: np.ndarray,
 
 
 HEALTHY = Hooks()
+
+
+def overrides(hooks: Hooks, name: str) -> bool:
+    """Whether ``hooks`` (a fault) replaces hook ``name`` (the healthy behaviour otherwise)."""
+    return getattr(type(hooks), name) is not getattr(Hooks, name)
+
+
+def overridden(hooks: Hooks | type[Hooks]) -> tuple[str, ...]:
+    """Every hook a fault class (or instance) replaces, in the order :class:`Hooks` declares them."""
+    cls = hooks if isinstance(hooks, type) else type(hooks)
+    return tuple(name for name, value in vars(Hooks).items()
+                 if callable(value) and not name.startswith("_") and getattr(cls, name) is not value)

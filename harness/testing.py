@@ -1,15 +1,152 @@
-"""Regression-test a detector against runs with known bugs (public API; see
-:mod:`harness.detection.testing`)::
+"""Regression-test a detector against runs with known bugs::
 
     from harness.testing import assert_detects
+
+    def test_my_detector_catches_zero_reward():
+        assert_detects(MyDetector(), fault="zero_reward", min_recall=0.9, max_false_alarm_rate=0.05)
+
+The labelled dataset comes from the pytest plugin (``--harness-dataset=PATH``, a results_dir
+or its ``dataset/`` directory), or is generated small on first use and cached (pytest's
+cache under pytest, else ``$RL_FAULT_HARNESS_CACHE`` or ``~/.cache/rl-fault-harness``).
+On failure the message lists the faulty runs the detector missed and the healthy runs and
+controls it flagged, with the first alarm.
 """
 
-from harness.detection.testing import (
-    LabelledDataset,
-    assert_detects,
-    configure,
-    default_dataset,
-    small_dataset,
-)
+from __future__ import annotations
 
-__all__ = ["LabelledDataset", "assert_detects", "configure", "default_dataset", "small_dataset"]
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from harness import __version__
+from harness.analysis import dataset
+from harness.analysis.runs import RunSet
+from harness.detection.base import Detector
+from harness.detection.scoring import evaluate, load_dataset, setup_of
+from harness.pipeline.compose import make_experiment
+from harness.pipeline.train import get_or_train
+
+#: the small dataset: (overrides shared by a setup, faults, seeds)
+SMALL = {
+    "ppo": (["algo=ppo", "env=cartpole", "env.total_timesteps=12288", "algo.n_steps=64"],
+            ["none", "shared_policy", "ppo_epochs_ignored", "tiny_clip", "zero_reward", "excessive_lr"]),
+    "ppo_single_pass": (["algo=ppo_single_pass", "env=cartpole", "env.total_timesteps=12288", "algo.n_steps=64"],
+                        ["none"]),
+    "grpo": (["algo=grpo", "env=toyseq", "env.total_timesteps=30720"],
+             ["none", "shared_policy", "ppo_epochs_ignored", "tiny_clip", "zero_reward", "excessive_lr",
+              "reference_not_frozen", "group_size_one", "adv_std_no_floor", "kl_penalty_sign_flip"]),
+    "grpo_single_pass": (["algo=grpo_single_pass", "env=toyseq", "env.total_timesteps=30720"], ["none"]),
+}
+SMALL_SEEDS = (0, 1, 2)
+
+_settings: dict[str, Path | None] = {"dataset": None, "cache": None}
+
+
+@dataclass
+class LabelledDataset:
+    path: Path
+    data: pd.DataFrame
+    runs: pd.DataFrame
+
+    @classmethod
+    def load(cls, path: str | Path) -> LabelledDataset:
+        data, runs = load_dataset(path)
+        return cls(Path(path), data, runs)
+
+
+def configure(dataset: str | Path | None = None, cache_dir: str | Path | None = None) -> None:
+    """Where assert_detects finds its default dataset (the pytest plugin calls this)."""
+    _settings["dataset"] = Path(dataset) if dataset else None
+    _settings["cache"] = Path(cache_dir) if cache_dir else None
+
+
+def _cache_dir() -> Path:
+    if _settings["cache"] is not None:
+        return _settings["cache"]
+    return Path(os.environ.get("RL_FAULT_HARNESS_CACHE", Path.home() / ".cache" / "rl-fault-harness"))
+
+
+def small_dataset(cache_dir: str | Path | None = None, progress: bool = True) -> Path:
+    """Generate the small labelled dataset once (real runs, about a minute) and return its
+    results_dir; later calls reuse it. Safe to call from parallel processes."""
+
+    key = hashlib.sha256(json.dumps([__version__, SMALL, SMALL_SEEDS]).encode()).hexdigest()[:10]
+    root = Path(cache_dir or _cache_dir()) / f"small-dataset-{key}"
+    if (root / "dataset" / "runs.parquet").exists():
+        return root
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / ".lock", "w") as lock, contextlib.ExitStack():
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (root / "dataset" / "runs.parquet").exists():
+            _generate(root, progress)
+    return root
+
+
+def _generate(root: Path, progress: bool) -> None:
+    jobs = [(common, fault, seed) for common, faults in SMALL.values() for fault in faults for seed in SMALL_SEEDS]
+    for i, (common, fault, seed) in enumerate(jobs, 1):
+        res = get_or_train(make_experiment([*common, f"fault={fault}", f"seed={seed}", f"results_dir={root}"]))
+        if progress:
+            print(f"[rl-fault-harness] small dataset {i}/{len(jobs)}: {res.run_id} {res.meta['status']}",
+                  flush=True)
+    dataset.write(RunSet.load(root), root / "dataset", "harness.testing.small_dataset()")
+
+
+def default_dataset() -> LabelledDataset:
+    return LabelledDataset.load(_settings["dataset"] or small_dataset())
+
+
+def assert_detects(detector: Detector, fault: str, min_recall: float = 1.0,
+                   max_false_alarm_rate: float = 0.0, dataset: LabelledDataset | str | Path | None = None,
+                   require_cause: bool = False) -> None:
+    """Assert that ``detector`` raises an alarm after the onset on at least ``min_recall`` of the
+    runs with ``fault`` injected, and on at most ``max_false_alarm_rate`` of the healthy runs and
+    look-alike controls of the same algorithms and envs. With ``require_cause`` a detection
+    counts only if the strongest alarm names ``fault``."""
+
+    ds = dataset if isinstance(dataset, LabelledDataset) else (
+        LabelledDataset.load(dataset) if dataset is not None else default_dataset())
+    runs = ds.runs
+    faulty = runs[runs["fault"] == fault]
+    if faulty.empty:
+        raise ValueError(f"the dataset at {ds.path} has no runs with fault {fault!r}; it has: "
+                         f"{', '.join(sorted(set(runs['fault']) - {'none'}))}")
+    scope = runs[runs[["algo", "env", "backend"]].apply(tuple, axis=1).isin(
+        set(faulty[["algo", "env", "backend"]].apply(tuple, axis=1)))]
+    scope = scope[(scope["fault"] == fault) | (scope["fault"] == "none")]
+    ev = evaluate(detector, (ds.data[ds.data["run_id"].isin(scope["run_id"])], scope))
+    out = ev.runs.merge(scope[["run_id", "algo", "algo_variant", "env", "backend"]], on="run_id")
+    hit = out["alarmed_after_onset"] & ((out["named_fault"] == fault) if require_cause else True)
+    fault_rows = out[out["fault"] == fault]
+    clean_rows = out[out["fault"] == "none"]
+    recall = float(hit[out["fault"] == fault].mean())
+    false_alarm = float(clean_rows["alarmed"].mean()) if len(clean_rows) else 0.0
+
+    problems = []
+    if recall < min_recall:
+        missed = fault_rows[~hit[out["fault"] == fault]]
+        problems.append(f"recall {recall:.2f} < {min_recall:.2f} on {fault}: missed {len(missed)} of "
+                        f"{len(fault_rows)} runs:")
+        for _, r in missed.iterrows():
+            why = (f"strongest alarm named {r['named_fault']} ({r['named_symptom']})" if r["alarmed_after_onset"]
+                   else f"no alarm at or after onset update {r['onset']}")
+            problems.append(f"  - {r['run_id']} ({setup_of(r)}, seed {r['seed']}): {why}")
+    if false_alarm > max_false_alarm_rate:
+        flagged = clean_rows[clean_rows["alarmed"]]
+        problems.append(f"false-alarm rate {false_alarm:.2f} > {max_false_alarm_rate:.2f}: flagged "
+                        f"{len(flagged)} of {len(clean_rows)} healthy runs and controls:")
+        alarms = ev.alarms.groupby("run_id").first()
+        for _, r in flagged.iterrows():
+            first = alarms.loc[r["run_id"]]
+            kind = "control" if r["is_control"] else "healthy"
+            problems.append(f"  - {r['run_id']} ({kind}, {setup_of(r)}, seed {r['seed']}): "
+                            f"'{first['symptom']}' at update {int(first['update'])}")
+    if problems:
+        name = getattr(detector, "name", type(detector).__name__)
+        raise AssertionError(f"{name} on {fault} (dataset {ds.path}):\n" + "\n".join(problems))

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from harness.cli import make_experiment
-from harness.run import RunResult, get_or_train
+from harness.pipeline.compose import make_experiment
+from harness.pipeline.train import RunResult, get_or_train
 
 # Short runs for the fault tests: 16 envs x 64 steps x 12 updates.
 SHORT = ["env.total_timesteps=12288", "algo.n_steps=64"]

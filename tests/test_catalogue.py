@@ -14,8 +14,8 @@ import pandas as pd
 import pytest
 
 from harness.analysis import stats
-from harness.analysis.catalogue import split_of
 from harness.analysis.signatures import SIGNATURES
+from harness.catalogue.build import split_of
 from harness.metrics import CANONICAL
 from harness.store import RunStore
 from tests.helpers import train

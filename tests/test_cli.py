@@ -9,9 +9,9 @@ import pandas as pd
 import pytest
 
 from faults import FAULTS
-from harness.cli import make_experiment
 from harness.config import ConfigError
 from harness.metrics import COLUMNS
+from harness.pipeline.compose import make_experiment
 from harness.store import RunStore
 
 
@@ -112,7 +112,7 @@ def test_grpo_zero_reward_command(tmp_path):
 
 
 def test_grpo_defaults_to_the_token_task_unless_the_command_line_picks_an_env():
-    from harness.cli import with_default_env
+    from harness.pipeline.compose import with_default_env
 
     assert with_default_env(["algo=grpo", "fault=zero_reward"]) == ["env=toyseq", "algo=grpo", "fault=zero_reward"]
     assert with_default_env(["algo=grpo_single_pass"])[0] == "env=toyseq"
@@ -122,8 +122,8 @@ def test_grpo_defaults_to_the_token_task_unless_the_command_line_picks_an_env():
 
 
 def test_catalogue_switches_are_plain_keys_on_the_command_line(tmp_path):
-    from harness.analysis.catalogue import CatalogueSettings
-    from harness.cli import preflight
+    from harness.catalogue.build import CatalogueSettings
+    from harness.pipeline.compose import preflight
 
     (tmp_path / "runs").mkdir()
     preflight([f"results_dir={tmp_path}", "fit_model=false", "views=false", "plots=false"], "catalogue",

@@ -132,7 +132,7 @@ class FirstMicrobatchOnly(Fault):
 
 
 def test_gradient_accumulation_is_the_same_update_and_a_fault_can_drop_a_microbatch(store_dir):
-    from harness.run import get_or_train
+    from harness.pipeline.train import get_or_train
     from harness.store import RunStore
 
     short = [*GRPO, f"results_dir={store_dir}", "env.total_timesteps=3840"]          # 3 updates

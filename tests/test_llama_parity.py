@@ -64,7 +64,7 @@ def test_kv_cache_generation_matches_the_full_forward():
 
 
 def test_export_loads_with_from_pretrained_and_the_tokenizer_offline(tmp_path):
-    from harness.agents.hf import build_tokenizer, export_hf
+    from harness.agents.hf import export_hf
     from harness.envs.toyseq import Vocab
 
     vocab = Vocab()

@@ -14,9 +14,9 @@ import torch
 from faults import FAULTS
 from harness.agents.core import Evaluation, ppo_update
 from harness.analysis.signatures import evaluate
-from harness.cli import make_experiment
 from harness.hooks import HEALTHY
-from harness.run import RunResult, get_or_train, healthy_twin
+from harness.pipeline.compose import make_experiment
+from harness.pipeline.train import RunResult, get_or_train, healthy_twin
 from harness.store import RunStore
 
 GRPO = ["algo=grpo", "env=toyseq", "env.total_timesteps=12800"]          # 10 updates of 128 completions

@@ -62,8 +62,8 @@ def train(overrides: list[str], results_dir: Path) -> Path:
         from harness.pipeline.compose import make_experiment
         from harness.pipeline.train import get_or_train
     except ImportError:   # the layout before issue 20 (recording the pins)
-        from harness.cli import make_experiment
-        from harness.run import get_or_train
+        from harness.pipeline.compose import make_experiment
+        from harness.pipeline.train import get_or_train
 
     res = get_or_train(make_experiment([*overrides, "twin=false", "progress=false", f"results_dir={results_dir}"]))
     assert res.meta["status"] == "ok", res.meta.get("error")

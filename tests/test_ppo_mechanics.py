@@ -14,9 +14,9 @@ import pytest
 import torch
 
 from faults import FAULTS
-from harness.run import agent, effective_hyperparams, user_config
+from harness.pipeline.sweep import Setup, plan
+from harness.pipeline.train import agent, effective_hyperparams, user_config
 from harness.store import RunStore
-from harness.sweep import Setup, plan
 from tests.helpers import SHORT, make_experiment, train
 
 TOY = ["algo.num_envs=4", "algo.n_steps=32", "env.total_timesteps=384"]          # 3 updates of 128 steps

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.cli import preflight
+from harness.pipeline.compose import preflight
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()

@@ -44,7 +44,7 @@ def by_variant(runs: dict[str, dict], variant: str) -> list[dict]:
 def test_sb3_logs_and_labels(sb3_logs: tuple[Path, dict[str, dict]]) -> None:
     root, runs = sb3_logs
     assert len(runs) == 6
-    for how, label in runs.items():
+    for label in runs.values():
         run_dir = label["path"].parent
         assert label["framework"] == "sb3" and label["env"] == "CartPole-v1" and label["seed"] in (0, 1)
         assert label["fault"] == evaluate.FAULTS[label["variant"]]

@@ -9,8 +9,7 @@ from omegaconf import OmegaConf
 
 from faults import FAULTS
 from harness.analysis.signatures import SIGNATURES
-from harness.cli import CONF_DIR
-from harness.config import ConfigError
+from harness.config import CONF_DIR, ConfigError
 
 
 def test_core_faults_registered():

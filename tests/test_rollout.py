@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from harness.agents.ppo import compute_gae
+from harness.hooks import compute_gae
 from tests.helpers import train
 
 

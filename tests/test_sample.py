@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from harness.config import ConfigError
-from harness.sample import Space, batch_of, estimated_cost
+from harness.pipeline.sample import Space, batch_of, estimated_cost
 
 SPACE = yaml.safe_load((Path(__file__).resolve().parent.parent / "conf" / "sweep" / "dataset.yaml").read_text())
 SWEEPER = SPACE["hydra"]["sweeper"]

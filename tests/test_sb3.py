@@ -90,7 +90,9 @@ def test_a_fault_sb3_cannot_express_is_refused():
     from dataclasses import dataclass
 
     from faults.base import Fault
-    from harness.agents.sb3 import check_expressible
+    from harness.agents.sb3 import SB3Trainer
+
+    check_expressible = SB3Trainer().check_expressible
 
     @dataclass
     class SkipSteps(Fault):
@@ -107,4 +109,4 @@ def test_a_fault_sb3_cannot_express_is_refused():
         if "sb3" in cls.backends:
             forms = cls.forms() if "form" in cls.param_docs() else None
             faults = [cls(form=f) for f in forms] if forms else [cls()]
-            check_expressible(next(f for f in faults if f.sb3_refusal() is None))
+            check_expressible(next(f for f in faults if f.refusal("sb3") is None))

@@ -6,8 +6,8 @@ import json
 
 import numpy as np
 
-from harness.experiment import run_experiment
 from harness.metrics import COLUMNS, EPISODE_COLUMNS, STEP_COLUMNS
+from harness.pipeline.experiment import run_experiment
 from harness.store import RunStore, run_id
 from tests.helpers import SHORT, make_experiment, train
 

@@ -70,7 +70,7 @@ def test_catalogue_sweep_survives_kill_9_and_resumes(tmp_path):
 
 def test_catalogue_plan_covers_faults_setups_onsets_controls():
     from faults import FAULTS
-    from harness.sweep import Setup, mid_onset, plan
+    from harness.pipeline.sweep import Setup, mid_onset, plan
 
     jobs = plan([Setup("ppo", "cartpole"), Setup("grpo", "toyseq")], [Setup("ppo_single_pass", "cartpole")],
                 "all", 2, algo_name=lambda s: s.algo.split("_")[0], onsets=["0", "mid"], n_updates=lambda s: 30)

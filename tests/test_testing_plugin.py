@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from harness.detection.config_aware import ConfigAwareDetector
-from harness.detection.testing import assert_detects
+from harness.testing import assert_detects
 from tests.helpers import SilentDetector
 
 
@@ -48,7 +48,7 @@ def test_unknown_fault_is_reported(harness_dataset):
 
 USER_TESTS = '''
 from harness.detection import Alarm
-from harness.detection.testing import assert_detects
+from harness.testing import assert_detects
 
 
 class StuckReward:

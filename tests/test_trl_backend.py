@@ -8,11 +8,11 @@ import pytest
 
 pytest.importorskip("trl")
 
-from harness.agents.trl import crosscheck  # noqa: E402
-from harness.cli import make_experiment  # noqa: E402
-from harness.config import ConfigError  # noqa: E402
-from harness.run import get_or_train, healthy_twin  # noqa: E402
-from harness.store import RunStore  # noqa: E402
+from harness.agents.trl import TRLTrainer
+from harness.config import ConfigError
+from harness.pipeline.compose import make_experiment
+from harness.pipeline.train import get_or_train, healthy_twin
+from harness.store import RunStore
 
 UPDATE_TOKENS = 16 * 8 * 10          # n_prompts x group_size x max_new_tokens
 
@@ -72,6 +72,7 @@ def test_shared_policy_on_trl_pins_the_ratio_at_one_while_the_twin_does_not(tmp_
 
 
 def test_crosscheck_against_trl_logged_values_raises_on_disagreement():
+    crosscheck = TRLTrainer().crosscheck
     crosscheck({"entropy": 0.5, "kl_ref": math.nan}, {"entropy": 0.5000001, "kl_ref": 0.1})
     with pytest.raises(RuntimeError, match="disagrees with TRL's logged value"):
         crosscheck({"entropy": 0.5}, {"entropy": 0.6})

@@ -43,7 +43,7 @@ from typing import Any
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from benchmarks.realworld.common import DEFAULT_OUT, fault_of, opaque_name, run_jobs  # noqa: E402
+from benchmarks.realworld.common import DEFAULT_OUT, fault_of, opaque_name, run_jobs
 
 ENVS = ["CartPole-v1", "Acrobot-v1", "LunarLander-v3", "Pendulum-v1"]
 # env steps per run: 16 rollouts of SB3's default n_steps=2048 (rl-zoo trains CartPole for 1e5; the
@@ -225,7 +225,7 @@ def main() -> None:
     parser.add_argument("--timesteps", type=int, default=None, help="env steps per run (default: TIMESTEPS per env)")
     parser.add_argument("--list", action="store_true", help="print the plan and stop")
     args = parser.parse_args()
-    ts = {env: args.timesteps for env in args.envs} if args.timesteps else None
+    ts = dict.fromkeys(args.envs, args.timesteps) if args.timesteps else None
     jobs = plan(args.envs, args.healthy_seeds, args.fault_seeds, args.variants, ts)
     if args.list:
         for j in jobs:

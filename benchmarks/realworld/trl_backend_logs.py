@@ -24,8 +24,8 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from benchmarks.realworld.common import opaque_name, write_labels  # noqa: E402
-from harness.store import RunStore  # noqa: E402
+from benchmarks.realworld.common import opaque_name, write_labels
+from harness.store import RunStore
 
 REPO = Path(__file__).resolve().parents[2]
 

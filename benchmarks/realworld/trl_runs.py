@@ -52,7 +52,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from benchmarks.realworld.common import DEFAULT_OUT, fault_of, opaque_name, run_jobs  # noqa: E402
+from benchmarks.realworld.common import DEFAULT_OUT, fault_of, opaque_name, run_jobs
 
 N_DIGITS = 5
 WORDS = ["<pad>", "<eos>", "<unk>"] + [str(d) for d in range(10)] + ["sort", ":"]
@@ -147,7 +147,7 @@ def correct(completions: list[str], target: list[str], **kwargs: Any) -> list[fl
 
 def format_reward(completions: list[str], **kwargs: Any) -> list[float]:
     """1 when the completion is exactly N_DIGITS digits."""
-    return [1.0 if re.fullmatch(r"\d( \d){%d}" % (N_DIGITS - 1), c.strip()) else 0.0 for c in completions]
+    return [1.0 if re.fullmatch(rf"\d( \d){{{N_DIGITS - 1}}}", c.strip()) else 0.0 for c in completions]
 
 
 # the users' buggy versions (same function names: TRL logs rewards/<name>/mean, a user's log would too)
@@ -162,7 +162,7 @@ def correct_str_vs_int(completions: list[str], target: list[str], **kwargs: Any)
 
 
 def format_reward_nospace(completions: list[str], **kwargs: Any) -> list[float]:
-    return [1.0 if re.fullmatch(r"\d{%d}" % N_DIGITS, c.strip()) else 0.0 for c in completions]
+    return [1.0 if re.fullmatch(rf"\d{{{N_DIGITS}}}", c.strip()) else 0.0 for c in completions]
 
 
 correct_wrong_column.__name__ = correct_str_vs_int.__name__ = "correct"

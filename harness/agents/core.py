@@ -21,7 +21,8 @@ over completions); every ratio statistic is over real tokens only.
 from __future__ import annotations
 
 import math
-from typing import Callable, ClassVar, Protocol
+from collections.abc import Callable
+from typing import ClassVar, Protocol
 
 import torch
 from torch.nn.utils import clip_grad_norm_, parameters_to_vector

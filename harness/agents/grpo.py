@@ -22,66 +22,25 @@ from collections.abc import Iterator
 import numpy as np
 import torch
 
-from harness.agents import sft
+from harness.agents import grpo_gaussian, sft
+from harness.agents.base import Trainer
 from harness.agents.core import Evaluation, aggregate, masked_mean, ppo_update
+from harness.agents.grpo_math import (
+    group_advantages,
+    group_metrics,
+    importance_weights,
+    kl_terms,
+    sampler_mismatch,
+    updates_planned,
+)
 from harness.agents.lm import build_model, completion_logits, token_logprobs
 from harness.agents.sampler import Sampler
-from harness.config import Experiment
+from harness.config import ConfigError, EnvConfig, Experiment
 from harness.envs import make_vec_env
 from harness.envs.toyseq import REWARD_FNS
 
-
-def group_std(groups: torch.Tensor) -> torch.Tensor:
-    """Each group's reward std: unbiased (TRL's torch.std) for G > 1; a group of one has std 0."""
-    return groups.std(1, correction=1 if groups.shape[1] > 1 else 0)
-
-
-def group_advantages(rewards: torch.Tensor, group_size: int, scale: str, eps: float) -> torch.Tensor:
-    """(r - group mean) / (std + eps), with std over the group (:func:`group_std`; a group of
-    one has advantage exactly 0), the batch, or none."""
-    groups = rewards.view(-1, group_size)
-    centred = (groups - groups.mean(1, keepdim=True)).flatten()
-    if scale == "none":
-        return centred
-    if scale == "group":
-        std = group_std(groups).repeat_interleave(group_size)
-    else:
-        std = rewards.std().expand_as(rewards)
-    return centred / (std + eps)
-
-
-def kl_terms(log_ref_ratio: torch.Tensor, estimator: str) -> torch.Tensor:
-    """Per-token KL(policy || reference) estimate from d = log(pi_ref / pi) on the policy's samples:
-    k1 = -d, k2 = d^2 / 2, k3 = e^d - d - 1 (TRL's and verl's low_var_kl)."""
-    if estimator == "k1":
-        return -log_ref_ratio
-    if estimator == "k2":
-        return 0.5 * log_ref_ratio.pow(2)
-    return log_ref_ratio.exp() - log_ref_ratio - 1
-
-
-def importance_weights(trainer_logp: torch.Tensor, sampler_logp: torch.Tensor, mask: torch.Tensor,
-                       mode: str, clip_min: float, clip_max: float) -> torch.Tensor:
-    """TRL's vLLM importance-sampling correction: per-token or per-sequence ratios
-    exp(logp_trainer - logp_sampler), truncated to [clip_min, clip_max] (TIS) or zeroed outside
-    it (MIS). Returns weights [B, T] (a sequence weight broadcast to its tokens)."""
-    diff = torch.where(mask, trainer_logp - sampler_logp, 0.0)
-    if mode.startswith("sequence"):
-        diff = diff.sum(-1, keepdim=True)
-    ratio = diff.exp()
-    low = clip_min if clip_min > 0 else None
-    if mode.endswith("truncate"):
-        ratio = ratio.clamp(min=low, max=clip_max)
-    else:
-        ratio = ratio.masked_fill((ratio > clip_max) | (ratio < (low or 0.0)), 0.0)
-    return ratio.expand_as(trainer_logp)
-
-
-def updates_planned(exp: Experiment) -> int:
-    """total_timesteps counts token slots: batch x max_new_tokens per update (highdim: samples)."""
-    if exp.env.id == "harness/HighDim-v0":
-        return exp.env.total_timesteps // exp.algo.batch_size
-    return exp.env.total_timesteps // (exp.algo.batch_size * exp.algo.max_new_tokens)
+TOKEN_ENV_ID = "harness/ToySeq-v0"
+GRPO_ENVS = {TOKEN_ENV_ID: "toyseq", grpo_gaussian.ENV_ID: "highdim"}
 
 
 def replay(envs, tokens: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray], np.ndarray]:
@@ -106,10 +65,6 @@ def replay(envs, tokens: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray],
 
 
 def train(exp: Experiment) -> Iterator[dict]:
-    if exp.env.id == "harness/HighDim-v0":
-        from harness.agents import grpo_gaussian
-        yield from grpo_gaussian.train(exp)
-        return
     cfg, fault = exp.algo, exp.fault
     torch.manual_seed(exp.seed)
     generator = torch.Generator().manual_seed(exp.seed)
@@ -171,13 +126,7 @@ def train(exp: Experiment) -> Iterator[dict]:
             # ---- sampler vs trainer, over the tokens the sampler generated -------------
             real = gen.mask
             log_r = (trainer_logp - gen.logp)[real]          # log(pi_trainer / pi_sampler)
-            sampler_ratio = log_r.exp()
-            mismatch = {
-                "sampler_logp_diff_mean": float(log_r.abs().mean()),
-                "sampler_logp_diff_max": float(log_r.abs().max()),
-                "sampler_ratio_oob": float(((sampler_ratio < 0.9) | (sampler_ratio > 1.1)).float().mean()),
-                "kl_sampler": float((sampler_ratio - 1 - log_r).mean()),
-            }
+            mismatch = sampler_mismatch(log_r)
             old_logp = gen.logp if hp.use_sampler_logprobs else trainer_logp
             old_logp = hooks.behaviour_logprob(old_logp, {"sampler": gen.logp, "trainer": trainer_logp,
                                                           "reference": ref_logp})
@@ -187,7 +136,6 @@ def train(exp: Experiment) -> Iterator[dict]:
             layout = hooks.group_layout(r, hp.group_size)
             advantages = hooks.group_advantages(
                 layout, hp.group_size, group_advantages(layout, hp.group_size, hp.scale, hp.adv_eps))
-            groups = r.view(-1, hp.group_size)               # the true groups, for the metrics
             token_adv = advantages[:, None].expand_as(trainer_logp)
             if hp.is_correction != "none":                  # TIS / MIS on the sampler's mismatch
                 token_adv = token_adv * importance_weights(trainer_logp, gen.logp, real & mask,
@@ -217,16 +165,9 @@ def train(exp: Experiment) -> Iterator[dict]:
                 "update": update,
                 "env_step": env_step,
                 "fault_active": fault.active,
-                "reward_mean": float(r.mean()),
-                "return_mean": float(r.mean()),
-                "return_std": float(r.std()),
+                **group_metrics(r, advantages, hp.group_size),     # over the true groups
                 "length_mean": float(lengths.mean()),
                 "terminated_length_mean": float(terminated.mean()) if len(terminated) else math.nan,
-                "adv_mean": float(advantages.mean()),
-                "adv_std": float(advantages.std()),
-                "reward_std": float(r.std()),
-                "group_reward_std_mean": float(group_std(groups).mean()),
-                "frac_reward_zero_std": float((groups.amax(1) == groups.amin(1)).float().mean()),
                 "response_clip_ratio": float((~gen.ended).float().mean()),
                 "logp_mean": float((trainer_logp * mask).sum(1).mean()),
                 "logp_ref_mean": float((ref_logp * mask).sum(1).mean()),
@@ -237,3 +178,30 @@ def train(exp: Experiment) -> Iterator[dict]:
             }
     finally:
         envs.close()
+
+
+class GRPOTrainer(Trainer):
+    """Native GRPO: the token task (:func:`train`, a transformer or MLP policy) or, on
+    ``env=highdim``, a Gaussian policy over many dimensions (:mod:`harness.agents.grpo_gaussian`)."""
+
+    backend, algo = "native", "grpo"
+
+    def updates_planned(self, exp: Experiment) -> int:
+        return updates_planned(exp)
+
+    def train(self, exp: Experiment) -> Iterator[dict]:
+        if exp.env.id == grpo_gaussian.ENV_ID:
+            return grpo_gaussian.train(exp)
+        return train(exp)
+
+    def check_setup(self, algo, env: EnvConfig) -> None:
+        """GRPO generates token sequences (env=toyseq) or high-dimensional samples (env=highdim);
+        completions must fit in what the token env accepts."""
+        if env.id not in GRPO_ENVS:
+            raise ConfigError(f"algo=grpo generates token sequences or high-dimensional samples: it needs "
+                              f"env={' or env='.join(GRPO_ENVS.values())}, not env={env.name}")
+        if env.id == TOKEN_ENV_ID:
+            capacity = env.kwargs.get("max_len", 10)
+            if algo.max_new_tokens > capacity:
+                raise ConfigError(f"algo.max_new_tokens={algo.max_new_tokens} exceeds the longest completion the "
+                                  f"task accepts (env.kwargs.max_len={capacity})")

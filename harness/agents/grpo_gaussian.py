@@ -18,12 +18,13 @@ import torch
 from torch import nn
 
 from harness.agents.core import Evaluation, ppo_update
-from harness.agents.grpo import group_advantages, group_std, kl_terms
+from harness.agents.grpo_math import group_advantages, group_metrics, kl_terms, sampler_mismatch, updates_planned
 from harness.agents.sampler import Sampler
 from harness.config import Experiment
 from harness.envs import make_vec_env
 
 LOG_2PI = math.log(2 * math.pi)
+ENV_ID = "harness/HighDim-v0"
 
 
 class GaussianGenerator(nn.Module):
@@ -58,8 +59,6 @@ class GaussianGenerator(nn.Module):
 
 
 def train(exp: Experiment) -> Iterator[dict]:
-    from harness.agents.grpo import updates_planned
-
     cfg, fault = exp.algo, exp.fault
     torch.manual_seed(exp.seed)
     generator = torch.Generator().manual_seed(exp.seed)
@@ -92,14 +91,7 @@ def train(exp: Experiment) -> Iterator[dict]:
                 trainer_logp = policy.logprob(cond, x)
                 ref_logp = reference.logprob(cond, x)
             ref_logp = hooks.ref_logprob(ref_logp, trainer_logp, phase="rollout")
-            log_r = trainer_logp - sampler_logp
-            sampler_ratio = log_r.clamp(max=80).exp()
-            mismatch = {
-                "sampler_logp_diff_mean": float(log_r.abs().mean()),
-                "sampler_logp_diff_max": float(log_r.abs().max()),
-                "sampler_ratio_oob": float(((sampler_ratio < 0.9) | (sampler_ratio > 1.1)).float().mean()),
-                "kl_sampler": float((sampler_ratio - 1 - log_r).mean()),
-            }
+            mismatch = sampler_mismatch(trainer_logp - sampler_logp, clamp=80)
             old_logp = sampler_logp if hp.use_sampler_logprobs else trainer_logp
             old_logp = hooks.behaviour_logprob(old_logp, {"sampler": sampler_logp, "trainer": trainer_logp,
                                                           "reference": ref_logp})
@@ -109,7 +101,6 @@ def train(exp: Experiment) -> Iterator[dict]:
             layout = hooks.group_layout(r, hp.group_size)
             advantages = hooks.group_advantages(
                 layout, hp.group_size, group_advantages(layout, hp.group_size, hp.scale, hp.adv_eps))
-            groups = r.view(-1, hp.group_size)
             batch = {"cond": cond, "x": x, "logp": old_logp, "ref_logp": ref_logp, "adv": advantages}
 
             # ---- clipped surrogate on summed log-probs, k3 KL penalty to the start policy --
@@ -129,14 +120,7 @@ def train(exp: Experiment) -> Iterator[dict]:
                 "update": update,
                 "env_step": env_step,
                 "fault_active": fault.active,
-                "reward_mean": float(r.mean()),
-                "return_mean": float(r.mean()),
-                "return_std": float(r.std()),
-                "adv_mean": float(advantages.mean()),
-                "adv_std": float(advantages.std()),
-                "reward_std": float(r.std()),
-                "group_reward_std_mean": float(group_std(groups).mean()),
-                "frac_reward_zero_std": float((groups.amax(1) == groups.amin(1)).float().mean()),
+                **group_metrics(r, advantages, hp.group_size),
                 "logp_mean": float(trainer_logp.mean()),
                 "logp_ref_mean": float(ref_logp.mean()),
                 **mismatch,

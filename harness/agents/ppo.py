@@ -26,11 +26,11 @@ import numpy as np
 import torch
 from gymnasium.wrappers.vector import NormalizeObservation, NormalizeReward
 
+from harness.agents.base import Trainer
 from harness.agents.core import Evaluation, ppo_update
 from harness.agents.networks import ActorCritic
-from harness.config import Experiment
+from harness.config import ConfigError, EnvConfig, Experiment
 from harness.envs import make_vec_env
-from harness.hooks import compute_gae  # noqa: F401 - the healthy GAE, re-exported for callers
 
 
 def updates_planned(exp: Experiment) -> int:
@@ -149,3 +149,20 @@ def train(exp: Experiment) -> Iterator[dict]:
             }
     finally:
         envs.close()
+
+
+class PPOTrainer(Trainer):
+    """Native PPO (:func:`train`): discrete (categorical) and continuous (Gaussian) actions."""
+
+    backend, algo = "native", "ppo"
+
+    def updates_planned(self, exp: Experiment) -> int:
+        return updates_planned(exp)
+
+    def train(self, exp: Experiment) -> Iterator[dict]:
+        return train(exp)
+
+    def check_setup(self, algo, env: EnvConfig) -> None:
+        if env.id == "harness/HighDim-v0":
+            raise ConfigError(f"env=highdim scores whole high-dimensional samples: it runs with algo=grpo, not "
+                              f"algo={algo.name}")

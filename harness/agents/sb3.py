@@ -46,12 +46,11 @@ from stable_baselines3.common.policies import ActorCriticPolicy
 from stable_baselines3.common.vec_env import VecNormalize
 from torch.nn.utils import parameters_to_vector
 
+from harness.agents.base import FrameworkTrainer
 from harness.agents.core import MinibatchStats, ratio_stats
-from harness.agents.ppo import (
-    updates_planned,  # the same budget as native PPO (run.agent reads it)
-)
-from harness.config import ConfigError, Experiment
-from harness.hooks import HEALTHY, Hooks
+from harness.agents.ppo import updates_planned
+from harness.config import ConfigError, EnvConfig, Experiment
+from harness.hooks import HEALTHY, Hooks, overrides
 
 #: the hooks SB3's PPO lets a fault reach without copying its code, and where
 EXPRESSIBLE = {
@@ -75,28 +74,6 @@ NOT_EXPRESSIBLE = {
     "optimizer_step": "SB3 steps the optimizer inside PPO.train()",
     "ratio_metrics": "SB3 computes and logs clip_fraction and approx_kl inside PPO.train()",
 }
-
-
-def _overrides(fault: Hooks, name: str) -> bool:
-    return getattr(type(fault), name) is not getattr(Hooks, name)
-
-
-def check_expressible(fault: Hooks, algo: Any = None) -> None:
-    """Raise a one-line ConfigError naming why, if SB3's PPO cannot run this fault (or config)."""
-    hooks = sorted(name for name in (*EXPRESSIBLE, *NOT_EXPRESSIBLE) if _overrides(fault, name))
-    missing = [name for name in hooks if name not in EXPRESSIBLE]
-    if missing:
-        raise ConfigError(f"fault {fault.name} cannot be expressed on backend=sb3: it acts on {missing[0]} "
-                          f"({NOT_EXPRESSIBLE[missing[0]]})")
-    refusal = fault.sb3_refusal() if hasattr(fault, "sb3_refusal") else None
-    if refusal:
-        raise ConfigError(f"fault {fault.name} cannot be expressed on backend=sb3: {refusal}")
-    if algo is not None:
-        for hp, whose in ((algo, "the config"), (fault.hyperparams(algo), f"fault {fault.name}")):
-            if getattr(hp, "grad_accum", 1) > 1:
-                raise ConfigError(f"{whose} cannot be expressed on backend=sb3: algo.grad_accum="
-                                  f"{hp.grad_accum} (SB3's PPO takes one optimizer step per minibatch, with no "
-                                  "gradient accumulation)")
 
 
 class Instrument:
@@ -173,7 +150,7 @@ class InstrumentedBuffer(RolloutBuffer):
     def _get_samples(self, batch_inds: np.ndarray, env: Any = None) -> Any:
         samples = super()._get_samples(batch_inds, env)
         hooks = self.instrument.hooks
-        if type(hooks).old_logprob is not Hooks.old_logprob:   # the live policy's log-probs, if needed
+        if overrides(hooks, "old_logprob"):   # the live policy's log-probs, if needed
             discrete = isinstance(self.action_space, gym.spaces.Discrete)
             actions = samples.actions.long().flatten() if discrete else samples.actions
             with torch.no_grad():
@@ -184,7 +161,7 @@ class InstrumentedBuffer(RolloutBuffer):
 
     def compute_returns_and_advantage(self, last_values: torch.Tensor, dones: np.ndarray) -> None:
         hooks = self.instrument.hooks
-        if not _overrides(hooks, "gae"):
+        if not overrides(hooks, "gae"):
             super().compute_returns_and_advantage(last_values, dones)
         else:
             # SB3's layout: episode_starts[t + 1] says step t ended an episode (same-step autoreset),
@@ -216,7 +193,7 @@ class EpisodeBoundary(gym.Wrapper):
     end is reported, SB3's immediate ``reset()`` gets the final observation back, and the next
     ``step()`` ignores its action and resets (reward 0), as gymnasium >= 1.0 vector envs do."""
 
-    def __init__(self, env: gym.Env, instrument: "Instrument") -> None:
+    def __init__(self, env: gym.Env, instrument: Instrument) -> None:
         super().__init__(env)
         self.instrument = instrument
         self.last_obs: Any = None
@@ -247,7 +224,7 @@ class EpisodeBoundary(gym.Wrapper):
 class HookedAdam(torch.optim.Adam):
     """Adam whose ``zero_grad`` is the fault's zero-grad hook (``policy_kwargs["optimizer_class"]``)."""
 
-    instrument: "Instrument"
+    instrument: Instrument
     _in_hook = False
 
     def zero_grad(self, set_to_none: bool = True) -> None:
@@ -301,15 +278,6 @@ class RolloutRecorder(BaseCallback):
         }
 
 
-def crosscheck(measured: dict[str, float], captured: dict[str, float], rtol: float = 1e-4) -> None:
-    """The instrumentation recomputes what SB3 also logs; if they ever disagree, SB3 changed
-    under us and no metric of this run can be trusted."""
-    for name in ("policy_loss", "value_loss", "entropy", "clipfrac"):
-        a, b = measured[name], captured[name]
-        if math.isfinite(a) and math.isfinite(b) and abs(a - b) > rtol * max(1.0, abs(b)):
-            raise RuntimeError(f"instrumented {name}={a!r} disagrees with SB3's logged value {b!r}")
-
-
 def _schedule(instrument: Instrument, name: str):
     """An SB3 schedule (called with progress remaining) that returns this update's effective value."""
     return lambda _progress: getattr(instrument.hp, name)
@@ -317,10 +285,10 @@ def _schedule(instrument: Instrument, name: str):
 
 def train(exp: Experiment) -> Iterator[dict]:
     cfg, fault = exp.algo, exp.fault
-    check_expressible(fault, cfg)
+    TRAINER.check_expressible(fault, cfg)
     instrument = Instrument()
     instrument.hp = cfg
-    boundary = any(_overrides(fault, h)
+    boundary = any(overrides(fault, h)
                    for h in ("episode_end", "final_observation", "assumes_same_step_autoreset"))
 
     def wrapper(env: gym.Env) -> gym.Env:        # outside Monitor, as make_vec_env puts wrapper_class
@@ -333,7 +301,7 @@ def train(exp: Experiment) -> Iterator[dict]:
         envs = VecNormalize(envs, norm_obs=cfg.norm_obs, norm_reward=cfg.norm_reward, gamma=cfg.gamma)
     policy_kwargs: dict[str, Any] = dict(net_arch=dict(pi=[cfg.hidden] * 2, vf=[cfg.hidden] * 2),
                                          activation_fn=torch.nn.Tanh)
-    if _overrides(fault, "zero_grad"):
+    if overrides(fault, "zero_grad"):
         policy_kwargs.update(optimizer_class=HookedAdam, optimizer_kwargs=dict(eps=1e-5))  # SB3's Adam eps
     model = PPO(InstrumentedPolicy, envs, n_steps=cfg.n_steps, batch_size=cfg.batch_size // cfg.n_minibatches,
                 n_epochs=cfg.n_epochs, learning_rate=_schedule(instrument, "lr"), gamma=cfg.gamma,
@@ -382,7 +350,7 @@ def train(exp: Experiment) -> Iterator[dict]:
                         "explained_variance": logged["train/explained_variance"],
                         "lr": logged["train/learning_rate"], "clip_range": logged["train/clip_range"]}
             measured = instrument.metrics()
-            crosscheck(measured, captured)
+            TRAINER.crosscheck({k: measured[k] for k in CROSSCHECKED}, captured)
             nonfinite = instrument.nonfinite or not bool(torch.isfinite(after).all())
             yield {
                 "update": update, "env_step": env_step, "fault_active": fault.active,
@@ -394,3 +362,36 @@ def train(exp: Experiment) -> Iterator[dict]:
     finally:
         envs.close()
 
+
+
+#: what the instrumentation measures and SB3 also logs (train/policy_gradient_loss, value_loss,
+#: entropy_loss, clip_fraction): compared every update
+CROSSCHECKED = ("policy_loss", "value_loss", "entropy", "clipfrac")
+
+
+class SB3Trainer(FrameworkTrainer):
+    """stable-baselines3's PPO (:func:`train`), faults through :data:`EXPRESSIBLE`."""
+
+    backend, algo, framework = "sb3", "ppo", "SB3"
+    expressible = EXPRESSIBLE
+    not_expressible = NOT_EXPRESSIBLE
+
+    def updates_planned(self, exp: Experiment) -> int:
+        return updates_planned(exp)        # the same budget as native PPO
+
+    def train(self, exp: Experiment) -> Iterator[dict]:
+        return train(exp)
+
+    def check_setup(self, algo, env: EnvConfig) -> None:
+        if algo.name != "ppo":
+            raise ConfigError(f"backend=sb3 runs stable-baselines3's PPO; algo={algo.name} runs on backend=native")
+
+    def check_config(self, fault: Hooks, algo) -> None:
+        for hp, whose in ((algo, "the config"), (fault.hyperparams(algo), f"fault {fault.name}")):
+            if getattr(hp, "grad_accum", 1) > 1:
+                raise ConfigError(f"{whose} cannot be expressed on backend=sb3: algo.grad_accum="
+                                  f"{hp.grad_accum} (SB3's PPO takes one optimizer step per minibatch, with no "
+                                  "gradient accumulation)")
+
+
+TRAINER = SB3Trainer()

@@ -60,11 +60,14 @@ import torch
 from torch.nn.utils import parameters_to_vector
 
 from harness.agents import sft
+from harness.agents.base import FrameworkTrainer
 from harness.agents.core import MinibatchStats, aggregate, masked_mean, ratio_stats
-from harness.agents.grpo import group_advantages, group_std, updates_planned  # noqa: F401 (run.agent reads it)
+from harness.agents.grpo_math import group_advantages, group_metrics, sampler_mismatch, updates_planned
+from harness.agents.hf import export_hf, trl_grpo_args
 from harness.agents.sampler import filter_logits
-from harness.config import ConfigError, Experiment
-from harness.hooks import HEALTHY, Hooks
+from harness.config import ConfigError, EnvConfig, Experiment
+from harness.hooks import HEALTHY, Hooks, overrides
+from harness.store import RunStore
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -115,10 +118,6 @@ RUNTIME = ("lr", "clip_range", "beta", "num_iterations", "max_new_tokens", "temp
            "adv_eps", "log_ratio_clamp")
 
 
-def _overrides(fault: Hooks, name: str) -> bool:
-    return getattr(type(fault), name) is not getattr(Hooks, name)
-
-
 def _require() -> None:
     try:
         import transformers
@@ -129,40 +128,9 @@ def _require() -> None:
     transformers.utils.logging.disable_progress_bar()
 
 
-def check_expressible(fault: Hooks, algo: Any = None) -> None:
-    """Raise a one-line ConfigError naming why, if TRL's GRPOTrainer cannot run this fault or config."""
-    for name in sorted(NOT_EXPRESSIBLE):
-        if _overrides(fault, name):
-            raise ConfigError(f"fault {fault.name} cannot be expressed on backend=trl: it acts on {name} "
-                              f"({NOT_EXPRESSIBLE[name]})")
-    refusal = fault.trl_refusal() if hasattr(fault, "trl_refusal") else None
-    if refusal:
-        raise ConfigError(f"fault {fault.name} cannot be expressed on backend=trl: {refusal}")
-    if algo is None:
-        return
-    for hp, whose in ((algo, "the config"), (fault.hyperparams(algo), f"fault {fault.name}")):
-        for name, (value, why) in NATIVE_ONLY.items():
-            if getattr(hp, name) != value:
-                raise ConfigError(f"{whose} cannot be expressed on backend=trl: algo.{name}={getattr(hp, name)!r} "
-                                  f"({why}; it must be {value!r})")
-    effective = fault.hyperparams(algo)
-    for f in dataclasses.fields(algo):
-        if f.name in RUNTIME or not f.init:
-            continue
-        if getattr(effective, f.name) != getattr(algo, f.name):
-            raise ConfigError(f"fault {fault.name} cannot be expressed on backend=trl: it changes algo.{f.name}, "
-                              "which TRL's GRPOTrainer fixes when it is built")
-    if algo.beta == 0 and effective.beta != 0:
-        raise ConfigError(f"fault {fault.name} cannot be expressed on backend=trl: it turns the KL penalty on while "
-                          "the config has beta=0 (TRL builds no reference model then)")
-
-
 # ---- the model, the tokenizer and the data, as a TRL user has them --------------------------------
 def hf_checkpoint(exp: Experiment) -> Path:
     """The warm-up checkpoint as a Hugging Face model directory (exported once, beside it)."""
-    from harness.agents.hf import export_hf
-    from harness.store import RunStore
-
     sft.load_checkpoint(exp)                    # trains and caches the warm-up if needed
     path = sft.checkpoint_dir(exp)
     out = path / "hf"
@@ -188,8 +156,6 @@ def grpo_args(exp: Experiment, configured: Any, hooks0: Hooks, out_dir: str, max
     bad one included), TRL's CPU-unsafe defaults set explicitly."""
     from trl import GRPOConfig
 
-    from harness.agents.hf import trl_grpo_args
-
     args = trl_grpo_args(configured)
     if configured.grad_accum > 1:
         args["per_device_train_batch_size"] = configured.batch_size // (configured.n_minibatches * configured.grad_accum)
@@ -210,7 +176,6 @@ def grpo_args(exp: Experiment, configured: Any, hooks0: Hooks, out_dir: str, max
 @dataclasses.dataclass
 class Recorder:
     """Per-update state shared by the trainer subclass, the reward functions and the loop."""
-
     exp: Experiment
     weights: dict[str, float]
     hooks: Hooks = HEALTHY
@@ -252,7 +217,7 @@ def _reward_fn(name: str, rec: Recorder, task: Any, reward_transform: Any) -> An
 
 def _reward_transform(fault: Hooks, task: Any) -> Any:
     """The per-reward function a fault's env wrapper applies (a gymnasium TransformReward), or None."""
-    if not _overrides(fault, "wrap_env"):
+    if not overrides(fault, "wrap_env"):
         return None
     from gymnasium.wrappers.vector import TransformReward
 
@@ -355,13 +320,13 @@ def begin_update(trainer: Any, rec: Recorder) -> None:
     fault = rec.exp.fault
     rec.hooks, rec.hp = fault.begin_update(rec.update, rec.exp.algo)
     apply_hyperparams(trainer, rec.hp, rec.hooks)
-    if _overrides(fault, "ref_logprob"):
+    if overrides(fault, "ref_logprob"):
         frozen = rec.hooks.ref_logprob(torch.zeros(1), torch.ones(1), phase="rollout")
         trainer.ref_model = trainer.model if bool(frozen == 1) else rec.frozen_ref
     # the weights generation uses: the trainer's own after a sync, else those of the last sync
     if rec.hooks.sync_sampler(rec.update, due=True):
         rec.sampler_state = None
-        if _overrides(fault, "sync_sampler"):
+        if overrides(fault, "sync_sampler"):
             rec.synced_state = {k: v.detach().clone() for k, v in trainer.model.state_dict().items()}
     else:
         rec.sampler_state = rec.synced_state
@@ -422,12 +387,11 @@ def rollout(trainer: Any, rec: Recorder, out: dict[str, Any]) -> dict[str, Any]:
         # the trainer's view for the gap: the same forward at the trainer's temperature, unfiltered
         trainer_view = _token_logprobs(trainer.model, ids, attention, tokens, trainer.temperature)
     log_r = (trainer_view - sampler_logp)[generated]
-    sampler_ratio = log_r.exp()
 
     # the old log-probs a fault replaces or drops (TRL falls back to the detached current ones)
-    if _overrides(fault, "old_logprob") and hooks is not HEALTHY:
+    if overrides(fault, "old_logprob") and hooks is not HEALTHY:
         out.pop("old_per_token_logps", None)
-    if _overrides(fault, "behaviour_logprob") and hooks is not HEALTHY:
+    if overrides(fault, "behaviour_logprob") and hooks is not HEALTHY:
         old = out.get("old_per_token_logps", trainer_logp)
         out["old_per_token_logps"] = hooks.behaviour_logprob(
             old, {"sampler": sampler_logp, "trainer": trainer_logp,
@@ -441,28 +405,21 @@ def rollout(trainer: Any, rec: Recorder, out: dict[str, Any]) -> dict[str, Any]:
     healthy_adv = group_advantages(r, G, hp.scale, TRL_ADV_EPS)
     if not torch.allclose(healthy_adv, out["advantages"], atol=1e-4, rtol=1e-4):
         raise RuntimeError("the advantages recomputed from the rewards disagree with TRL's: TRL changed under us")
-    if (_overrides(fault, "group_advantages") or _overrides(fault, "group_layout")) and hooks is not HEALTHY:
+    if (overrides(fault, "group_advantages") or overrides(fault, "group_layout")) and hooks is not HEALTHY:
         layout = hooks.group_layout(r, G)
         out["advantages"] = hooks.group_advantages(layout, G, group_advantages(layout, G, hp.scale, hp.adv_eps))
     advantages = out["advantages"]
-    groups = r.view(-1, G)
     rec.env_step += int(lengths.sum())
     terminated = lengths[ended].float()
     rec.row = {
         "update": rec.update, "env_step": rec.env_step, "fault_active": rec.exp.fault.active,
-        "reward_mean": float(r.mean()), "return_mean": float(r.mean()), "return_std": float(r.std()),
+        **group_metrics(r, advantages, G),
         "length_mean": float(lengths.float().mean()),
         "terminated_length_mean": float(terminated.mean()) if len(terminated) else math.nan,
-        "adv_mean": float(advantages.mean()), "adv_std": float(advantages.std()),
-        "reward_std": float(r.std()), "group_reward_std_mean": float(group_std(groups).mean()),
-        "frac_reward_zero_std": float((groups.amax(1) == groups.amin(1)).float().mean()),
         "response_clip_ratio": float((~ended).float().mean()),
         "logp_mean": float((trainer_logp * real).sum(1).mean()),
         "logp_ref_mean": float((ref_logp * real).sum(1).mean()) if ref_logp is not None else math.nan,
-        "sampler_logp_diff_mean": float(log_r.abs().mean()),
-        "sampler_logp_diff_max": float(log_r.abs().max()),
-        "sampler_ratio_oob": float(((sampler_ratio < 0.9) | (sampler_ratio > 1.1)).float().mean()),
-        "kl_sampler": float((sampler_ratio - 1 - log_r).mean()),
+        **sampler_mismatch(log_r),
         **{f"reward/{n}": float(returned[n].mean()) for n in names},
     }
     return out
@@ -495,7 +452,7 @@ def minibatch(trainer: Any, rec: Recorder, inputs: dict[str, Any], loss: torch.T
             # TRL logs the KL term as its loss uses it: times the ratio under use_bias_correction_kl
             kl_logged = float(masked_mean(k3 * ratio, mask)) if trainer.args.use_bias_correction_kl else kl
         logged = trainer._metrics["train"]
-        crosscheck({"entropy": entropy, "clip_low_frac": stats["clip_low_frac"],
+        TRAINER.crosscheck({"entropy": entropy, "clip_low_frac": stats["clip_low_frac"],
                     "clip_high_frac": stats["clip_high_frac"], "kl_ref": kl_logged},
                    {"entropy": logged["entropy"][-1], "clip_low_frac": logged["clip_ratio/low_mean"][-1],
                     "clip_high_frac": logged["clip_ratio/high_mean"][-1],
@@ -508,15 +465,6 @@ def minibatch(trainer: Any, rec: Recorder, inputs: dict[str, Any], loss: torch.T
                        "n_tokens": int(mask.sum()), "policy_loss": policy_loss, "entropy": entropy, "loss": value,
                        **stats, "kl_ref": kl, "grad_norm": math.nan, "lr": hp.lr, "clip_range": eps,
                        "stepped": 0, "nonfinite": int(not math.isfinite(value))})
-
-
-def crosscheck(measured: dict[str, float], logged: dict[str, float], rtol: float = 1e-3) -> None:
-    """The instrumentation recomputes what TRL also logs; if they ever disagree, TRL changed under
-    us and no metric of this run can be trusted."""
-    for name, a in measured.items():
-        b = logged[name]
-        if math.isfinite(a) and math.isfinite(b) and abs(a - b) > rtol * max(1.0, abs(b)):
-            raise RuntimeError(f"instrumented {name}={a!r} disagrees with TRL's logged value {b!r}")
 
 
 def finish_update(trainer: Any, rec: Recorder) -> None:
@@ -541,7 +489,7 @@ def train(exp: Experiment) -> Iterator[dict]:
     from transformers.trainer_callback import PrinterCallback
 
     cfg, fault = exp.algo, exp.fault
-    check_expressible(fault, cfg)
+    TRAINER.check_expressible(fault, cfg)
     torch.manual_seed(exp.seed)
     task = sft.task_env(exp)
     hf_dir = hf_checkpoint(exp)
@@ -563,12 +511,12 @@ def train(exp: Experiment) -> Iterator[dict]:
     out_dir = tempfile.mkdtemp(prefix="trl-run-")
 
     class Control(TrainerCallback):
-        def on_optimizer_step(self, args, state, control, **kwargs):  # noqa: ANN001
+        def on_optimizer_step(self, args, state, control, **kwargs):
             rec.steps += 1
             if rec.stats.rows:
                 rec.stats.rows[-1]["stepped"] = 1
 
-        def on_step_end(self, args, state, control, **kwargs):  # noqa: ANN001
+        def on_step_end(self, args, state, control, **kwargs):
             generate_every = trainer.args.steps_per_generation * trainer.num_iterations
             done = rec.update + 1 >= n_updates and trainer._step % generate_every == 0
             if done or rec.nonfinite or rec.stop.is_set():
@@ -579,7 +527,7 @@ def train(exp: Experiment) -> Iterator[dict]:
                                   reward_funcs=reward_funcs, train_dataset=data, callbacks=[Control()])
     trainer.remove_callback(PrinterCallback)
     rec.frozen_ref = trainer.ref_model
-    if _overrides(fault, "sync_sampler"):      # the sampler starts with the start checkpoint
+    if overrides(fault, "sync_sampler"):      # the sampler starts with the start checkpoint
         rec.synced_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
 
     error: list[BaseException] = []
@@ -588,7 +536,7 @@ def train(exp: Experiment) -> Iterator[dict]:
         try:
             trainer.train()
             finish_update(trainer, rec)
-        except BaseException as exc:  # noqa: BLE001 - handed to the consumer
+        except BaseException as exc:
             error.append(exc)
         finally:
             rec.rows.put(None)
@@ -619,7 +567,7 @@ def train(exp: Experiment) -> Iterator[dict]:
 
 #: how each fault's TRL form differs from its native form, beyond the shared mechanism (what explains a
 #: native-vs-TRL disagreement in the catalogue); a fault not listed acts the same way on both
-DIFFERENCES = {
+_DIFFERENCES = {
     "zero_reward": ("TRL's reward functions themselves return 0, so TRL's per-function reward columns are 0 too; "
                     "natively a reward wrapper zeroes the learner's reward while reward/<fn> keep the verifier's "
                     "scores"),
@@ -640,7 +588,50 @@ DIFFERENCES = {
                                 "TRL's logged completions/clipped_ratio is the canonical response_clip_ratio"),
 }
 #: what differs between the backends for every run, healthy ones included
-COMMON_DIFFERENCES = ("TRL does not clamp log-ratios (native: |log r| <= 20, verl's clamp); TRL computes the old "
+_COMMON_DIFFERENCES = ("TRL does not clamp log-ratios (native: |log r| <= 20, verl's clamp); TRL computes the old "
                       "log-probs with its fused LM head and the metrics' sampler log-probs with a plain forward "
                       "(float differences ~1e-6); TRL draws prompts with its own RepeatSampler, so the prompts "
                       "of a seed differ from the native run's.")
+
+
+class TRLTrainer(FrameworkTrainer):
+    """Hugging Face TRL's GRPOTrainer (:func:`train`) on the token task, faults through
+    :data:`EXPRESSIBLE`."""
+
+    backend, algo, framework = "trl", "grpo", "TRL"
+    expressible = EXPRESSIBLE
+    not_expressible = NOT_EXPRESSIBLE
+    crosscheck_rtol = 1e-3
+    differences = _DIFFERENCES
+    common_differences = _COMMON_DIFFERENCES
+
+    def updates_planned(self, exp: Experiment) -> int:
+        return updates_planned(exp)
+
+    def train(self, exp: Experiment) -> Iterator[dict]:
+        return train(exp)
+
+    def check_setup(self, algo: Any, env: EnvConfig) -> None:
+        if algo.name != "grpo" or env.id != "harness/ToySeq-v0":
+            raise ConfigError(f"backend=trl runs TRL's GRPOTrainer on token tasks (algo=grpo env=toyseq), not "
+                              f"algo={algo.name} env={env.name}")
+
+    def check_config(self, fault: Hooks, algo: Any) -> None:
+        for hp, whose in ((algo, "the config"), (fault.hyperparams(algo), f"fault {fault.name}")):
+            for name, (value, why) in NATIVE_ONLY.items():
+                if getattr(hp, name) != value:
+                    raise ConfigError(f"{whose} cannot be expressed on backend=trl: algo.{name}={getattr(hp, name)!r} "
+                                      f"({why}; it must be {value!r})")
+        effective = fault.hyperparams(algo)
+        for f in dataclasses.fields(algo):
+            if f.name in RUNTIME or not f.init:
+                continue
+            if getattr(effective, f.name) != getattr(algo, f.name):
+                raise ConfigError(f"fault {fault.name} cannot be expressed on backend=trl: it changes algo.{f.name}, "
+                                  "which TRL's GRPOTrainer fixes when it is built")
+        if algo.beta == 0 and effective.beta != 0:
+            raise ConfigError(f"fault {fault.name} cannot be expressed on backend=trl: it turns the KL penalty on while "
+                              "the config has beta=0 (TRL builds no reference model then)")
+
+
+TRAINER = TRLTrainer()

@@ -32,8 +32,11 @@ import numpy as np
 import pandas as pd
 
 from harness.analysis.features import features
-from harness.config import visible_config
+from harness.config import ConfigError, visible_config
+from harness.logs import to_canonical
+from harness.logs.views import StoredRun, applies, render
 from harness.metrics import CANONICAL
+from harness.store import atomic_write_bytes, atomic_write_json, atomic_write_parquet
 
 HEALTHY = "healthy"
 UNKNOWN = "unknown"
@@ -56,10 +59,6 @@ def _with_config(run_id: str, view: str, prefix: float) -> bool:
 def run_examples(root: str | Path, run_id: str, views: Sequence[str] | None = None,
                  prefixes: Sequence[float] = PREFIXES) -> list[dict[str, Any]]:
     """The examples of one stored run: one per applicable view and prefix (features + labels)."""
-    from harness.config import ConfigError
-    from harness.logs import to_canonical
-    from harness.logs.views import StoredRun, applies, render
-
     run = StoredRun.load(root, run_id)
     meta = run.meta
     algo = meta["algo"]
@@ -114,8 +113,6 @@ def build_examples(root: str | Path, run_ids: Sequence[str], n_jobs: int = -1,
         fresh["feature_version"] = FEATURE_VERSION
     frame = pd.concat([cached, fresh], ignore_index=True) if len(cached) else fresh
     if cache is not None and len(fresh):
-        from harness.store import atomic_write_parquet
-
         atomic_write_parquet(cache, frame)
     return frame
 
@@ -138,8 +135,6 @@ LOGISTIC_C = 0.03      # chosen on held-out runs by benchmarks/model_kinds.py (b
 
 def check_kind(kind: str) -> str:
     """``kind`` if it names a model family (``logistic:C`` with a positive C included), else a one-line error."""
-    from harness.config import ConfigError
-
     base, _, strength = kind.partition(":")
     try:
         ok = base in KINDS and (not strength or (base == "logistic" and float(strength) > 0))
@@ -183,7 +178,6 @@ def make_estimator(kind: str = "boosting", seed: int = 0):
 @dataclass
 class DiagnosisModel:
     """A fitted model for one algorithm and view."""
-
     algo: str
     view: str
     columns: list[str]
@@ -484,8 +478,6 @@ def save_models(models: dict[tuple[str, str], DiagnosisModel], path: Path, card:
     import joblib
     import sklearn
 
-    from harness.store import atomic_write_bytes, atomic_write_json
-
     buf = io.BytesIO()
     joblib.dump({"sklearn": sklearn.__version__, "feature_version": FEATURE_VERSION, "models": models}, buf,
                 compress=3)
@@ -497,14 +489,12 @@ def load_models(path: Path) -> dict[tuple[str, str], DiagnosisModel]:
     import joblib
     import sklearn
 
-    from harness.config import ConfigError
-
     if not path.exists():
         raise ConfigError(f"no diagnosis model at {path}: build it with python -m harness.catalogue "
                           "(it needs the diverse dataset: python -m harness -m +sweep=dataset)")
     try:
         bundle = joblib.load(path)
-    except Exception as exc:  # noqa: BLE001 - a corrupt or foreign file
+    except Exception as exc:
         raise ConfigError(f"the diagnosis model at {path} cannot be read ({type(exc).__name__}): rebuild it "
                           "with python -m harness.catalogue") from None
     if bundle.get("sklearn") != sklearn.__version__ or bundle.get("feature_version") != FEATURE_VERSION:

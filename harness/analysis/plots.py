@@ -9,15 +9,15 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
 
-from faults import FAULTS  # noqa: E402
-from harness.analysis import signatures  # noqa: E402
-from harness.analysis.runs import Cell, RunSet  # noqa: E402
-from harness.metrics import PROGRESS, applicable  # noqa: E402
-from harness.store import atomic_write_bytes  # noqa: E402
+from faults import FAULTS
+from harness.analysis import signatures
+from harness.analysis.runs import Cell, RunSet
+from harness.metrics import PROGRESS, applicable
+from harness.store import atomic_write_bytes
 
 N_TRACES = 6
 

@@ -124,7 +124,7 @@ class Cell:
     @property
     def label(self) -> str:
         i = self.info
-        params = {k: v for k, v in json.loads(i["fault_params"]).items()}
+        params = dict(json.loads(i["fault_params"]))
         extra = "".join(f" {k}={v}" for k, v in params.items())
         onset = " onset=mid" if i["onset_kind"] == "mid" else ""
         return f"{i['fault']}{extra}{onset} | {self.setup}{self.suffix}"

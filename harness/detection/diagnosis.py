@@ -18,6 +18,7 @@ from typing import Any
 
 import pandas as pd
 
+from faults import FAULTS
 from harness.analysis import signatures
 from harness.analysis.features import features
 from harness.analysis.model import (
@@ -97,8 +98,6 @@ def pick_model(models: dict[tuple[str, str], DiagnosisModel], algo: str, profile
 def diagnose_log(log: LoadedLog, models: dict[tuple[str, str], DiagnosisModel], n_actions: int | None = None,
                  optimizer_steps: int | None = None) -> Diagnosis:
     """Diagnose a log already in canonical form."""
-    from faults import FAULTS
-
     model = pick_model(models, log.algo, log.profile)
     space = {"type": "discrete", "n": int(n_actions)} if n_actions and model.view == "canonical" else None
     row = pd.DataFrame([features(log.metrics, CANONICAL, log.algo, log.config, space)])

@@ -146,7 +146,7 @@ def _sb3_cells(profile: Profile, groups, notes: list[str]) -> list[tuple[int, st
     the train() that followed rollout i - 1 (update i - 2). Iterations come from time/iterations;
     without it (TensorBoard) from the step in env steps divided by the batch size."""
     dumps = []
-    for row, step, values, _ in groups:
+    for _row, step, values, _ in groups:
         dumps.append((values.get("time/iterations"), values.get("time/total_timesteps", step
                       if not math.isnan(step) else values.get("global_step")), values))
     batch = None
@@ -164,7 +164,7 @@ def _sb3_cells(profile: Profile, groups, notes: list[str]) -> list[tuple[int, st
     cells = []
     lag_of = sorted(profile.lag.items(), key=lambda kv: -len(kv[0]))
     iterations = []
-    for it, ts, values in dumps:
+    for it, ts, _values in dumps:
         if it is None and batch and ts is not None and not math.isnan(ts):
             it = ts / batch
         iterations.append(it)
@@ -172,7 +172,7 @@ def _sb3_cells(profile: Profile, groups, notes: list[str]) -> list[tuple[int, st
     if not lagged:
         notes.append("train/* appears in the first dump: not SB3's own one-iteration-late cadence; "
                      "aligned as written")
-    for it, (_, ts, values) in zip(iterations, dumps):
+    for it, (_, _ts, values) in zip(iterations, dumps):
         if it is None or math.isnan(it):
             continue
         for key, value in values.items():

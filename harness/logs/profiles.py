@@ -50,7 +50,7 @@ class Profile:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Profile:
-        known = {f for f in cls.__dataclass_fields__}
+        known = set(cls.__dataclass_fields__)
         kwargs = {k: v for k, v in data.items() if k in known and v is not None}
         for name in ("algos", "step_keys", "strip_prefixes", "summary_keys", "not_metrics",
                      "not_metric_prefixes", "hints", "tensorboard_exclude"):

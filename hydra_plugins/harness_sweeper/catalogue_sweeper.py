@@ -2,7 +2,7 @@
 
 Hydra's basic sweeper takes a cartesian product; the catalogue is not one (GRPO-only faults
 do not run on PPO, controls run healthy only). This sweeper builds the job list with
-``harness.sweep.plan``, drops the runs already stored, and hands the rest to the configured
+``harness.pipeline.sweep.plan``, drops the runs already stored, and hands the rest to the configured
 Hydra launcher (joblib, ray, submitit) in one batch, printing progress as runs land.
 Heavy imports happen in ``sweep`` only: Hydra imports every plugin module at start-up.
 """
@@ -59,9 +59,9 @@ class CatalogueSweeper(Sweeper):
             hydra_context=hydra_context, task_function=task_function, config=config)
 
     def sweep(self, arguments: List[str]) -> Any:
-        from harness.cli import one_line
         from harness.config import ConfigError
-        from harness.sweep import StoreProgress, plan_runs
+        from harness.pipeline.compose import one_line
+        from harness.pipeline.sweep import StoreProgress, plan_runs
 
         assert self.config is not None and self.launcher is not None and self.hydra_context is not None
 
@@ -70,7 +70,7 @@ class CatalogueSweeper(Sweeper):
         def compose(overrides: List[str]) -> DictConfig:
             try:
                 return loader.load_sweep_config(self.config, overrides)
-            except Exception as exc:  # noqa: BLE001 - Hydra composition errors, made one line
+            except Exception as exc:
                 raise ConfigError(one_line(exc)) from None
 
         try:

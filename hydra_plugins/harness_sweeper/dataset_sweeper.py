@@ -1,6 +1,6 @@
 """The dataset sweeper: a Hydra sweeper that trains the diverse labelled dataset.
 
-It samples ``size`` runs from the space in its config (:mod:`harness.sample`), drops the runs
+It samples ``size`` runs from the space in its config (:mod:`harness.pipeline.sample`), drops the runs
 already stored, deals the rest into jobs of ``chunk`` runs and hands those jobs to the configured
 Hydra launcher (joblib, ray, submitit): each job trains its runs one after the other in one
 process (``batch=<file>``), so the per-run cost is training, not process and Hydra start-up.
@@ -50,10 +50,10 @@ class DatasetSweeper(Sweeper):
             hydra_context=hydra_context, task_function=task_function, config=config)
 
     def sweep(self, arguments: List[str]) -> Any:
-        from harness.cli import one_line
         from harness.config import ConfigError
+        from harness.pipeline.compose import one_line
+        from harness.pipeline.sweep import StoreProgress, plan_dataset, write_chunks
         from harness.store import RunStore
-        from harness.sweep import StoreProgress, plan_dataset, write_chunks
 
         assert self.config is not None and self.launcher is not None and self.hydra_context is not None
         loader = self.hydra_context.config_loader
@@ -61,7 +61,7 @@ class DatasetSweeper(Sweeper):
         def compose(overrides: List[str]) -> DictConfig:
             try:
                 return loader.load_sweep_config(self.config, overrides)
-            except Exception as exc:  # noqa: BLE001 - Hydra composition errors, made one line
+            except Exception as exc:
                 raise ConfigError(one_line(exc)) from None
 
         space = OmegaConf.to_container(self.space, resolve=True) if isinstance(self.space, DictConfig) else self.space

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from harness.analysis.signatures import EXACT, MOST, finite, share_where, signature
+from harness.analysis.signatures.base import EXACT, MOST, finite, share_where, signature
 
 
 @signature("ratio_pinned", "ratio_dev_max", "importance ratio exactly 1 (max |r - 1| < 1e-6) on >= 90% of updates",

@@ -15,7 +15,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from harness.analysis.signatures import MOST, finite, share_where, signature
+from harness.analysis.signatures.base import MOST, finite, share_where, signature
 from harness.metrics import REWARD_FN_PREFIX
 
 

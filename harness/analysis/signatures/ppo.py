@@ -14,7 +14,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from harness.analysis.signatures import MOST, finite, share_where, signature
+from harness.analysis.signatures.base import MOST, finite, share_where, signature
 
 MIN_ROWS = 5    # fewer post-onset updates than this cannot show a trend
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import sys
+from pathlib import Path
 
 from rich.console import Console
 from rich.progress import (
@@ -16,8 +18,10 @@ from rich.progress import (
 
 from harness.config import ConfigError, Experiment
 from harness.metrics import PROGRESS
-from harness.report import print_signatures, side_by_side
-from harness.run import RunResult, get_or_train, healthy_twin, n_updates_planned
+from harness.pipeline.compose import make_experiment
+from harness.pipeline.report import print_signatures, side_by_side
+from harness.pipeline.sample import SampledBases, Spec, specialise
+from harness.pipeline.train import RunResult, get_or_train, healthy_twin, n_updates_planned
 
 
 def describe(exp: Experiment) -> str:
@@ -96,16 +100,9 @@ def run_experiment(exp: Experiment, multirun: bool = False) -> int:
 
 
 def run_batch(path: str, results_dir: str, torch_threads: int = 1) -> None:
-    """Train every sampled run listed in ``path`` (one :class:`harness.sample.Spec` per line) in this
+    """Train every sampled run listed in ``path`` (one :class:`harness.pipeline.sample.Spec` per line) in this
     process: a base experiment is composed once per setup and fault, then specialised per run.
     Runs already stored are reused. One line per run."""
-    import dataclasses
-    from pathlib import Path
-
-    from harness.assemble import SampledBases
-    from harness.cli import make_experiment
-    from harness.sample import Spec, specialise
-
     console = Console(width=max(110, Console().width), highlight=False)
     base = SampledBases(lambda s: make_experiment([
         f"algo={s['algo']}", f"env={s['env']}", f"backend={s['backend']}", "fault=none", f"results_dir={results_dir}",

@@ -1,6 +1,6 @@
 """``python -m harness.catalogue``: aggregate stored runs into the catalogue and the labelled dataset.
 
-The work is done in :mod:`harness.analysis.catalogue`; this module is the command.
+The work is done in :mod:`harness.catalogue.build`; this module is the command.
 """
 
 from __future__ import annotations
@@ -9,8 +9,9 @@ import hydra
 import pandas as pd
 from omegaconf import DictConfig
 
-from harness.analysis.catalogue import CatalogueSettings, write
-from harness.cli import CONF_DIR, run_app
+from harness.catalogue.build import CatalogueSettings, write
+from harness.commands.app import run_app
+from harness.config import CONF_DIR
 
 
 @hydra.main(config_path=str(CONF_DIR), config_name="catalogue", version_base=None)

@@ -8,49 +8,19 @@ one-line message.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field, fields
-from typing import Any, ClassVar, Optional
+from pathlib import Path
+from typing import Any, ClassVar
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
-
-class ConfigError(ValueError):
-    """A bad configuration value; the message is one line meant for the user."""
+from harness.config.errors import ConfigError, check_range
 
 
-def check_range(owner: str, name: str, value: Any, *, gt=None, ge=None, lt=None, le=None,
-                kind: type = float) -> None:
-    """Raise ConfigError unless ``value`` is a finite ``kind`` within the bounds."""
-    key = f"{owner}.{name}" if owner else name
-    if kind is int:
-        ok_type = isinstance(value, int) and not isinstance(value, bool)
-    elif kind is float:
-        ok_type = isinstance(value, (int, float)) and not isinstance(value, bool)
-    else:
-        ok_type = isinstance(value, kind)
-    if not ok_type:
-        raise ConfigError(f"{key}={value!r} must be {'an integer' if kind is int else 'a number'}")
-    if kind in (int, float) and not math.isfinite(value):
-        raise ConfigError(f"{key}={value!r} must be finite")
-    bounds = [(value > b, f"> {b}") for b in [gt] if b is not None]
-    bounds += [(value >= b, f">= {b}") for b in [ge] if b is not None]
-    bounds += [(value < b, f"< {b}") for b in [lt] if b is not None]
-    bounds += [(value <= b, f"<= {b}") for b in [le] if b is not None]
-    if not all(ok for ok, _ in bounds):
-        raise ConfigError(f"{key}={value!r} is out of range: must be {' and '.join(b for _, b in bounds)}")
-
-
-def locate(path: str) -> Any:
-    """The object at a dotted import path (a ``_target_``); raises ConfigError."""
-    import importlib
-
-    module_name, _, name = str(path).rpartition(".")
-    try:
-        return getattr(importlib.import_module(module_name), name)
-    except (ImportError, AttributeError, ValueError):
-        raise ConfigError(f"_target_ {path!r} cannot be imported (is its package on the path?)") from None
+def conf_dir() -> Path:
+    """The Hydra config directory (config.yaml and one folder per config group)."""
+    return Path(__file__).resolve().parents[2] / "conf"
 
 
 @dataclass
@@ -124,32 +94,6 @@ class PPOConfig:
         if self.anneal_lr:
             lr *= 1.0 - update / max(n_updates, 1)
         return lr
-
-
-#: schema fields that are the harness's own bookkeeping (the algorithm's name, the look-alike
-#: control flag and its variant): never shown to a detector, never in an exported log
-HIDDEN: tuple[str, ...] = ("name", "is_control", "variant",
-                           # GRPO: how the harness made the start checkpoint (a user's RL config names a
-                           # checkpoint, not the supervised run that produced it)
-                           "sft_steps", "sft_lr", "sft_batch", "sft_digit_noise", "sft_format_noise", "sft_seed")
-
-
-def visible_config(algo: str, configured: dict[str, Any]) -> dict[str, Any]:
-    """The configured hyperparameters a detector may see: the schema's documented whitelist."""
-    schema = ALGO_SCHEMAS.get(algo)
-    keys = schema.VISIBLE if schema is not None else ()
-    return {k: configured[k] for k in keys if k in configured}
-
-
-def algo_label(algo: str, variant: str = "default") -> str:
-    """``ppo``, or ``ppo_single_pass`` for a named variant (as in run ids and reports)."""
-    return algo if variant == "default" else f"{algo}_{variant}"
-
-
-def setup_label(algo: str, variant: str, env: str, backend: str) -> str:
-    """``algo[_variant]/env/backend``: one setup, as every report names it."""
-    return f"{algo_label(algo, variant)}/{env}/{backend}"
-
 
 GRPO_SCALES = ("group", "batch", "none")
 LOSS_AGGS = ("token_mean", "seq_mean")
@@ -308,10 +252,11 @@ class EnvConfig:
 
 @dataclass
 class BackendConfig:
+    """Who trains: ``name`` (native, sb3, trl) and the trainer class of each algorithm it runs
+    (``algo name -> dotted path`` of a :class:`harness.agents.base.Trainer`)."""
+
     name: str = "native"
-
-
-BACKENDS = ("native", "sb3", "trl")
+    trainers: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -329,7 +274,7 @@ class Config:
     torch_threads: int = 1
     progress: bool = True
     # set by the dataset sweep: a file of sampled runs that this one job trains in-process
-    batch: Optional[str] = None
+    batch: str | None = None
 
 
 ALGO_SCHEMAS: dict[str, type] = {"ppo": PPOConfig, "grpo": GRPOConfig}
@@ -346,40 +291,15 @@ def register_configs() -> None:
     cs.store(group="schema/model", name="model", node=ModelConfig)
 
 
-@dataclass(frozen=True)
-class Experiment:
-    """A validated experiment: typed group configs plus the instantiated fault."""
 
-    algo: PPOConfig | GRPOConfig
-    env: EnvConfig
-    backend: BackendConfig
-    fault: Any                       # faults.base.Fault
-    fault_cfg: dict[str, Any]        # the fault's config as composed (for hashing and meta)
-    seed: int
-    torch_threads: int
-    results_dir: str
-    twin: bool
-    progress: bool
-    sampled: dict[str, Any] | None = None   # the dataset sweep's draw (recorded in meta.json, not identity)
-
-    def key(self) -> dict[str, Any]:
-        """What identifies the run: the resolved config minus output paths and display flags."""
-        from harness import __version__
-
-        return {
-            "harness": __version__,
-            "algo": _plain(self.algo),
-            "env": _plain(self.env),
-            "backend": _plain(self.backend),
-            "fault_name": self.fault.name,
-            "fault": self.fault_cfg,
-            "seed": self.seed,
-            "torch_threads": self.torch_threads,
-        }
-
-
-def _plain(obj: Any) -> dict[str, Any]:
-    return {f.name: getattr(obj, f.name) for f in fields(obj)}
+def backend_config(name: str) -> BackendConfig:
+    """A backend's config as ``backend=<name>`` composes it (conf/backend/<name>.yaml)."""
+    path = conf_dir() / "backend" / f"{name}.yaml"
+    if not path.exists():
+        choices = sorted(p.stem for p in (conf_dir() / "backend").glob("*.yaml"))
+        raise ConfigError(f"unknown backend {name!r}; valid choices: {', '.join(choices)}")
+    data = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
+    return to_object({k: v for k, v in data.items() if k != "defaults"}, BackendConfig, "backend")
 
 
 def to_object(node: Any, schema: type, group: str) -> Any:

@@ -19,11 +19,15 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from faults import FAULTS
-from harness.assemble import load_experiment
+from harness.agents.base import Trainer, trainer_for
 from harness.config import ConfigError
+from harness.pipeline.assemble import backend_config, load_experiment
+from harness.pipeline.sample import SampledBases, Space, digest, specialise
+from harness.pipeline.train import n_updates_planned
 from harness.store import RunStore, run_id
 
 
@@ -75,7 +79,7 @@ def plan(setups: Sequence[Setup], controls: Sequence[Setup], faults: Sequence[st
         algo = algo_name(setup)
         for name in names:
             cls = FAULTS[name]
-            if algo in cls.algos and setup.backend in cls.backends and _expressible(cls, setup.backend):
+            if algo in cls.algos and setup.backend in cls.backends and _expressible(cls, trainer_for(backend_config(setup.backend), algo)):
                 cases.append((setup, name, ()))
                 setting = tuple(f"algo.{k}={_yaml(v)}" for k, v in sorted(cls().setting().items()))
                 if setting and (setup, "none", setting) not in cases:
@@ -92,16 +96,10 @@ def plan(setups: Sequence[Setup], controls: Sequence[Setup], faults: Sequence[st
     return jobs
 
 
-def _expressible(cls: type, backend: str) -> bool:
-    """Whether the fault in its default form runs on this backend (e.g. a form SB3 or TRL cannot take)."""
-    if backend == "sb3":
-        from harness.agents.sb3 import check_expressible
-    elif backend == "trl":
-        from harness.agents.trl import check_expressible
-    else:
-        return True
+def _expressible(cls: type, trainer: Trainer) -> bool:
+    """Whether the fault in its default form runs on this trainer's backend (e.g. a form SB3 or TRL cannot take)."""
     try:
-        check_expressible(cls())
+        trainer.check_expressible(cls())
     except ConfigError:
         return False
     return True
@@ -128,8 +126,6 @@ def plan_runs(settings: dict[str, Any], arguments: Sequence[str],
         if setup not in base:
             base[setup] = load_experiment(compose([*setup.overrides(), *arguments]))
         return base[setup]
-
-    from harness.run import n_updates_planned
 
     jobs = plan(as_setups(settings["setups"]), as_setups(settings["controls"]), settings["faults"],
                 int(settings["seeds"]), lambda s: healthy(s).algo.name, extra=arguments,
@@ -214,11 +210,7 @@ def plan_dataset(space: dict[str, Any], size: int, seed: int, chunk: int, argume
     """The sampled runs with their run ids, every one validated; raises ConfigError.
 
     One config is composed per setup (``compose``: Hydra's loader in the sweeper); faults are
-    added from their YAML, hyperparameters by :func:`harness.sample.specialise`."""
-    from harness.assemble import SampledBases
-    from harness.run import n_updates_planned
-    from harness.sample import Space, specialise
-
+    added from their YAML, hyperparameters by :func:`harness.pipeline.sample.specialise`."""
     bad = [a for a in arguments if a.split("=", 1)[0].lstrip("+~") not in DATASET_ARGUMENTS
            and not a.lstrip("+~").startswith(("hydra.", "hydra/"))]
     if bad:
@@ -237,10 +229,6 @@ def plan_dataset(space: dict[str, Any], size: int, seed: int, chunk: int, argume
 def write_chunks(specs: Sequence[Any], chunk: int, directory: Any, arguments: Sequence[str]) -> list[list[str]]:
     """Deal ``specs`` (longest first) into jobs of ``chunk`` runs; each job's runs go to a file the
     job reads (``batch=<file>``). Returns the jobs' override lists."""
-    from pathlib import Path
-
-    from harness.sample import digest
-
     ordered = sorted(specs, key=lambda s: -_spec_cost(s))
     root = Path(directory) / digest(ordered)
     root.mkdir(parents=True, exist_ok=True)

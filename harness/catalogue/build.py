@@ -39,10 +39,11 @@ import pandas as pd
 from omegaconf import DictConfig
 
 from faults import FAULTS
+from harness.agents.base import trainers_of
 from harness.analysis import signatures, stats
 from harness.analysis.runs import Cell, RunSet
 from harness.analysis.signatures import DIRECTIONS, Result
-from harness.config import ConfigError, check_range, locate, setup_label
+from harness.config import ConfigError, backend_config, check_range, locate, setup_label
 from harness.detection import REFERENCE
 from harness.markdown import num, pct, table
 from harness.metrics import CANONICAL, PROGRESS, applicable
@@ -522,12 +523,25 @@ def _change(c: pd.Series) -> str:
     return f"{num(f)} vs {num(h)} ({rel})" if rel else f"{num(f)} vs {num(h)}"
 
 
+def backend_notes(backends: list[str]) -> dict[str, tuple[dict[str, str], str]]:
+    """Per backend, how each fault's form there differs from the native one and what differs for
+    every run (the trainer's ``differences`` / ``common_differences``), for explaining disagreements."""
+    notes = {}
+    for name in backends:
+        try:
+            trainers = trainers_of(backend_config(name))
+        except ConfigError:        # a backend no longer configured: its runs stay, unexplained
+            continue
+        per_fault = {k: v for t in trainers for k, v in t.differences.items()}
+        notes[name] = (per_fault, " ".join(t.common_differences for t in trainers if t.common_differences))
+    return notes
+
+
 def agreement_markdown(agree: pd.DataFrame) -> list[str]:
     if agree.empty:
         return []
-    from harness.agents.trl import COMMON_DIFFERENCES, DIFFERENCES
-
-    notes = {"trl": (DIFFERENCES, COMMON_DIFFERENCES)}
+    notes = backend_notes(sorted({c.removeprefix("rate_faulty_") for c in agree.columns
+                                  if c.startswith("rate_faulty_")} - {"native"}))
     out = ["## Across implementations", "",
            "Faults run on several backends: each signature that fires on either, held-out firing rate on "
            "faulty seeds (healthy seeds in brackets). **Disagreements** (the rate on faulty or on healthy seeds "

@@ -12,7 +12,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from importlib import metadata
-from types import ModuleType
 from typing import Any
 
 import gymnasium as gym
@@ -21,6 +20,8 @@ import torch
 
 import harness
 from faults.none import NoFault
+from harness.agents import sft
+from harness.agents.base import Trainer, trainer_for
 from harness.config import Experiment
 from harness.store import RunStore, run_id
 
@@ -53,19 +54,9 @@ def healthy_twin(exp: Experiment) -> Experiment:
     return dataclasses.replace(exp, fault=NoFault(), fault_cfg=dict(HEALTHY_FAULT_CFG))
 
 
-def agent(exp: Experiment) -> ModuleType:
-    """The module that trains this algorithm on this backend: ``train(exp)`` yields one
-    metrics row per update; ``updates_planned(exp)`` says how many."""
-    if exp.backend.name == "native":
-        from harness.agents import grpo, ppo
-        return {"ppo": ppo, "grpo": grpo}[exp.algo.name]
-    if exp.backend.name == "sb3" and exp.algo.name == "ppo":
-        from harness.agents import sb3
-        return sb3
-    if exp.backend.name == "trl" and exp.algo.name == "grpo":
-        from harness.agents import trl
-        return trl
-    raise NotImplementedError(f"no trainer for algo={exp.algo.name} backend={exp.backend.name}")
+def trainer(exp: Experiment) -> Trainer:
+    """The trainer the experiment's backend names for its algorithm (conf/backend/<name>.yaml)."""
+    return trainer_for(exp.backend, exp.algo.name)
 
 
 def effective_hyperparams(exp: Experiment) -> dict[str, Any]:
@@ -97,8 +88,6 @@ def start_checkpoint(exp: Experiment) -> dict[str, Any] | None:
     """GRPO on token tasks starts from a cached warm-up checkpoint: its directory and checksum."""
     if exp.algo.name != "grpo" or exp.env.id != "harness/ToySeq-v0":
         return None
-    from harness.agents import sft
-
     path = sft.checkpoint_dir(exp)
     if sft.problem(path) is not None:
         return {"dir": str(path), "status": sft.problem(path)}
@@ -107,7 +96,7 @@ def start_checkpoint(exp: Experiment) -> dict[str, Any] | None:
 
 
 def n_updates_planned(exp: Experiment) -> int:
-    return agent(exp).updates_planned(exp)
+    return trainer(exp).updates_planned(exp)
 
 
 def get_or_train(exp: Experiment, on_update: Callable[[dict], None] | None = None,
@@ -140,7 +129,7 @@ def get_or_train(exp: Experiment, on_update: Callable[[dict], None] | None = Non
         status, error = "ok", None
         start = time.perf_counter()
         try:
-            for row in agent(exp).train(exp):
+            for row in trainer(exp).train(exp):
                 steps += [{"update": row["update"], **s} for s in row.pop("steps", [])]
                 episodes += row.pop("episodes", [])
                 files.update(row.pop("files", {}))
@@ -150,7 +139,7 @@ def get_or_train(exp: Experiment, on_update: Callable[[dict], None] | None = Non
                 if row["nonfinite"]:
                     status = "diverged"
                     break
-        except Exception as exc:  # noqa: BLE001 - a crash is a result to store
+        except Exception as exc:
             status = "crashed"
             error = "".join(traceback.format_exception(exc)).strip()
         wall_s = time.perf_counter() - start

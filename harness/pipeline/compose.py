@@ -1,32 +1,26 @@
-"""``python -m harness``: train a faulty agent and its healthy twin, then compare them.
+"""Composing a command line into a validated experiment, exactly as ``python -m harness`` does.
 
-Before Hydra runs anything, :func:`preflight` composes and validates every job the
-command line asks for, so a bad override ends with one line naming the valid choices
-and nothing stored is touched.
+:func:`make_experiment` is the Python API behind the command line; :func:`preflight` composes and
+validates every job a command line asks for before Hydra runs anything, so a bad override ends
+with one line naming the valid choices and nothing stored is touched.
 """
 
 from __future__ import annotations
 
 import itertools
 import re
-import sys
 from collections.abc import Callable
-from pathlib import Path
 
-import hydra
 from hydra import compose, initialize_config_dir
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra._internal.utils import get_args_parser
 from hydra.core.global_hydra import GlobalHydra
-from hydra.core.hydra_config import HydraConfig
 from hydra.core.override_parser.overrides_parser import OverridesParser
-from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
-from harness.assemble import load_experiment
-from harness.config import ConfigError, Experiment, register_configs
+from harness.config import CONF_DIR, ConfigError, Experiment, register_configs
+from harness.pipeline.assemble import load_experiment
 
-CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 CONFIG_NAME = "config"
 FULL_PRODUCT_LIMIT = 64   # validate every job up to this many; above, each value once
 
@@ -87,7 +81,7 @@ def preflight(argv: list[str], config_name: str = CONFIG_NAME,
         args.overrides = with_default_env(args.overrides)
     try:
         overrides = OverridesParser.create().parse_overrides(args.overrides)
-    except Exception as exc:  # noqa: BLE001 - Hydra's grammar errors
+    except Exception as exc:
         raise ConfigError(one_line(exc)) from None
 
     GlobalHydra.instance().clear()
@@ -132,7 +126,7 @@ def _check_jobs(overrides, config_name: str, multirun: bool,
 def _compose(config_name: str, overrides: list[str], hydra: bool = False) -> DictConfig:
     try:
         return compose(config_name, overrides=overrides, return_hydra_config=hydra)
-    except Exception as exc:  # noqa: BLE001 - Hydra/OmegaConf composition errors
+    except Exception as exc:
         raise ConfigError(one_line(exc)) from None
 
 
@@ -157,48 +151,4 @@ def make_experiment(overrides: list[str], config_name: str = CONFIG_NAME) -> Exp
         return load_experiment(_compose(config_name, overrides))
 
 
-def _is_multirun() -> bool:
-    try:
-        return HydraConfig.get().mode == RunMode.MULTIRUN
-    except ValueError:
-        return False
-
-
-@hydra.main(config_path=str(CONF_DIR), config_name=CONFIG_NAME, version_base=None)
-def app(cfg: DictConfig) -> None:
-    if cfg.get("batch"):          # a dataset-sweep job: many sampled runs in this one process
-        from harness.experiment import run_batch
-
-        run_batch(cfg.batch, cfg.results_dir, cfg.torch_threads)
-        return
-    try:
-        exp = load_experiment(cfg)
-    except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        sys.exit(2)
-    from harness.experiment import run_experiment
-
-    code = run_experiment(exp, multirun=_is_multirun())
-    if code and not _is_multirun():
-        sys.exit(code)
-
-
-def run_app(hydra_app: Callable[[], None], config_name: str = CONFIG_NAME,
-            validate: Callable[[DictConfig], object] = load_experiment,
-            argv: list[str] | None = None) -> None:
-    """Validate the command line (one-line error, exit 2), then hand it to the Hydra app."""
-    argv = sys.argv[1:] if argv is None else argv
-    try:
-        preflight(argv, config_name, validate)
-    except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        sys.exit(2)
-    hydra_app()
-
-
-def main() -> None:
-    sys.argv[1:] = with_default_env(sys.argv[1:])
-    run_app(app)
-
-
-__all__ = ["Experiment", "app", "main", "make_experiment", "preflight", "run_app"]
+__all__ = ["CONF_DIR", "CONFIG_NAME", "make_experiment", "one_line", "preflight", "with_default_env"]

@@ -26,7 +26,9 @@ from typing import Any
 
 import numpy as np
 
+from faults import FAULTS
 from harness.config import ConfigError, Experiment
+from harness.pipeline.assemble import with_fault
 
 DISTRIBUTIONS = ("const", "choice", "uniform", "loguniform", "int", "logint", "either")
 
@@ -131,8 +133,6 @@ class Space:
     """The sampling space of conf/sweep/dataset.yaml, validated."""
 
     def __init__(self, space: Mapping[str, Any]):
-        from faults import FAULTS
-
         self.setups = [dict(s) for s in space.get("setups") or []]
         if not self.setups:
             raise ConfigError("hydra.sweeper.space.setups is empty: nothing to sample")
@@ -167,8 +167,6 @@ class Space:
                     raise ConfigError(f"hydra.sweeper.space.setups entry {s} needs {key}")
 
     def applicable_faults(self, setup: dict[str, Any]) -> list[str]:
-        from faults import FAULTS
-
         return sorted(n for n, cls in FAULTS.items() if n != "none" and setup["algo_name"] in cls.algos
                       and setup["backend"] in cls.backends and (not self.only or n in self.only))
 
@@ -195,12 +193,10 @@ class Space:
     def _sb3_form(fault: str, params: dict[str, Any]) -> dict[str, Any]:
         """The fault in a form SB3 can run (a code bug inside PPO.train() is met there as the
         misconfigured value a user would type): the drawn form if SB3 takes it, else the first that works."""
-        from faults import FAULTS
-
         cls = FAULTS[fault]
         for form in dict.fromkeys([params.get("form", None), *cls.forms()]):
             trial = {**params, "form": form} if form is not None and len(cls.forms()) > 1 else params
-            if cls(**trial).sb3_refusal() is None:
+            if cls(**trial).refusal("sb3") is None:
                 return trial
         return params
 
@@ -274,4 +270,30 @@ def digest(specs: Sequence[Spec]) -> str:
     return hashlib.sha256("\n".join(s.to_json() for s in specs).encode()).hexdigest()[:12]
 
 
-__all__ = ["Space", "Spec", "batch_of", "draw", "specialise"]
+class SampledBases:
+    """The base experiment of each sampled run (the dataset sweep's plan and its batch jobs use the
+    same one, so their run ids agree): the run's setup composed once by ``compose_setup`` (a
+    ``{algo, env, backend}`` dict -> the fault-free experiment), with the drawn fault in its drawn
+    form added by :func:`with_fault`, cached per setup, fault and form."""
+
+    def __init__(self, compose_setup: Any):
+        self.compose_setup = compose_setup
+        self.setups: dict[tuple[str, str, str], Experiment] = {}
+        self.bases: dict[tuple[str, ...], Experiment] = {}
+
+    def __call__(self, spec: Any) -> Experiment:
+        s = spec.setup
+        where = (s["algo"], s["env"], s["backend"])
+        if where not in self.setups:
+            self.setups[where] = self.compose_setup(s)
+            if self.setups[where].algo.name != s["algo_name"]:
+                raise ConfigError(f"hydra.sweeper.space.setups: algo={s['algo']} is a "
+                                  f"{self.setups[where].algo.name} config, not {s['algo_name']}")
+        form = {"form": spec.fault_params["form"]} if "form" in spec.fault_params else {}
+        key = (*where, spec.fault, *form.values())
+        if key not in self.bases:
+            self.bases[key] = with_fault(self.setups[where], spec.fault, **form)
+        return self.bases[key]
+
+
+__all__ = ["SampledBases", "Space", "Spec", "batch_of", "draw", "specialise"]

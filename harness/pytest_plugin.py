@@ -20,7 +20,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 @pytest.hookimpl(trylast=True)     # after the cache provider has set config.cache
 def pytest_configure(config: pytest.Config) -> None:
-    from harness.detection import testing
+    from harness import testing
 
     cache = getattr(config, "cache", None)
     cache = cache.mkdir("rl-fault-harness") if cache is not None else None
@@ -29,6 +29,6 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.fixture(scope="session")
 def harness_dataset():
-    from harness.detection import testing
+    from harness import testing
 
     return testing.default_dataset()

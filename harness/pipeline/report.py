@@ -10,7 +10,7 @@ from rich.table import Table
 
 from harness.analysis import signatures
 from harness.metrics import PROGRESS
-from harness.run import RunResult
+from harness.pipeline.train import RunResult
 
 KEY_METRICS = {
     "ppo": ("return_mean", "reward_mean", "length_mean", "adv_mean", "value_mean",

@@ -1,0 +1,110 @@
+"""What every trainer provides, and what the framework backends (SB3, TRL) share.
+
+A backend (``conf/backend/<name>.yaml``) names one :class:`Trainer` class per algorithm it runs
+(``trainers: {ppo: harness.agents.ppo.PPOTrainer}``); :func:`trainer_for` builds it. A trainer
+yields one row of canonical metrics per update (:mod:`harness.metrics`), says how many updates a
+budget buys, refuses a fault or configuration it cannot run with one line, and, where a framework
+logs a quantity the harness also measures, checks that the two agree.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Mapping
+from typing import Any, ClassVar
+
+from harness.config import BackendConfig, ConfigError, EnvConfig, Experiment, locate
+from harness.hooks import Hooks, overrides
+
+
+class Trainer(ABC):
+    """Trains one algorithm on one backend."""
+
+    #: the backend (``backend=<name>``) and algorithm (``algo.name``) this trainer runs
+    backend: ClassVar[str]
+    algo: ClassVar[str]
+    #: how a fault's form on this backend differs from the native one, beyond the shared mechanism
+    #: (explains a native-vs-this-backend disagreement in the catalogue); a fault not listed acts alike
+    differences: ClassVar[Mapping[str, str]] = {}
+    #: what differs from the native backend for every run, healthy ones included
+    common_differences: ClassVar[str] = ""
+
+    @abstractmethod
+    def updates_planned(self, exp: Experiment) -> int:
+        """How many updates the experiment's budget (``env.total_timesteps``) buys."""
+
+    @abstractmethod
+    def train(self, exp: Experiment) -> Iterator[dict[str, Any]]:
+        """One row of canonical metrics per update (with ``steps``, ``episodes`` and ``files``
+        entries the run store writes beside them)."""
+
+    def check_setup(self, algo: Any, env: EnvConfig) -> None:
+        """Raise a one-line ConfigError if this trainer cannot run ``algo`` on ``env``."""
+
+    def check_expressible(self, fault: Hooks, algo: Any = None) -> None:
+        """Raise a one-line ConfigError if this backend cannot run ``fault`` (with ``algo``, if given)."""
+
+    def crosscheck(self, measured: Mapping[str, float], logged: Mapping[str, float]) -> None:
+        """Raise if a metric the harness measures disagrees with the framework's own logged value."""
+
+
+class FrameworkTrainer(Trainer):
+    """A trainer that runs a framework's own code unmodified: faults reach it only through the
+    framework's extension points, listed in ``expressible`` (hook -> where); the hooks in
+    ``not_expressible`` (hook -> why) refuse the fault. Instrumentation recomputes what the
+    framework logs and :meth:`crosscheck` compares them."""
+
+    #: the framework's name in messages ("SB3", "TRL")
+    framework: ClassVar[str]
+    expressible: ClassVar[Mapping[str, str]]
+    not_expressible: ClassVar[Mapping[str, str]]
+    #: relative tolerance of :meth:`crosscheck`
+    crosscheck_rtol: ClassVar[float] = 1e-4
+
+    def check_expressible(self, fault: Hooks, algo: Any = None) -> None:
+        name = getattr(fault, "name", type(fault).__name__)
+        for hook in sorted(self.not_expressible):
+            if overrides(fault, hook):
+                raise ConfigError(f"fault {name} cannot be expressed on backend={self.backend}: it acts on {hook} "
+                                  f"({self.not_expressible[hook]})")
+        refusal = fault.refusal(self.backend) if hasattr(fault, "refusal") else None
+        if refusal:
+            raise ConfigError(f"fault {name} cannot be expressed on backend={self.backend}: {refusal}")
+        if algo is not None:
+            self.check_config(fault, algo)
+
+    def check_config(self, fault: Hooks, algo: Any) -> None:
+        """Raise a one-line ConfigError if the configuration (or the fault's change to it) cannot run."""
+
+    def crosscheck(self, measured: Mapping[str, float], logged: Mapping[str, float]) -> None:
+        """The instrumentation recomputes what the framework also logs; if they ever disagree, the
+        framework changed under us and no metric of this run can be trusted."""
+        for metric, a in measured.items():
+            b = logged[metric]
+            if math.isfinite(a) and math.isfinite(b) and abs(a - b) > self.crosscheck_rtol * max(1.0, abs(b)):
+                raise RuntimeError(f"instrumented {metric}={a!r} disagrees with {self.framework}'s logged value {b!r}")
+
+
+@functools.cache
+def _build(target: str) -> Trainer:
+    cls = locate(target)
+    if not (isinstance(cls, type) and issubclass(cls, Trainer)):
+        raise ConfigError(f"backend trainer {target!r} is not a harness.agents.base.Trainer subclass")
+    return cls()
+
+
+def trainer_for(backend: BackendConfig, algo: str) -> Trainer:
+    """The trainer backend ``backend`` names for ``algo``; raises a one-line ConfigError when it
+    has none (each backend's own trainer says why, e.g. SB3 runs PPO only)."""
+    target = backend.trainers.get(algo)
+    if target is None:
+        raise ConfigError(f"backend={backend.name} has no trainer for algo={algo}; it trains "
+                          f"{', '.join(sorted(backend.trainers)) or 'nothing'}")
+    return _build(target)
+
+
+def trainers_of(backend: BackendConfig) -> list[Trainer]:
+    """Every trainer the backend names."""
+    return [_build(t) for t in backend.trainers.values()]

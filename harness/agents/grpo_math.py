@@ -1,0 +1,96 @@
+"""GRPO's maths, in one place for every GRPO trainer (native token and Gaussian, TRL) and every fault
+that recomputes a piece of it: group statistics, group-relative advantages, KL estimators,
+importance weights for the sampler/trainer mismatch, the metrics of that mismatch and of the
+reward groups, and the budget in updates.
+
+Shapes: ``rewards`` [B] with B = n_prompts x G, prompt-major (the G completions of a prompt are
+adjacent); per-token tensors [B, T] with a boolean mask of real tokens.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from harness.config import Experiment
+
+
+def group_std(groups: torch.Tensor) -> torch.Tensor:
+    """Each group's reward std: unbiased (TRL's torch.std) for G > 1; a group of one has std 0."""
+    return groups.std(1, correction=1 if groups.shape[1] > 1 else 0)
+
+
+def group_advantages(rewards: torch.Tensor, group_size: int, scale: str, eps: float) -> torch.Tensor:
+    """(r - group mean) / (std + eps), with std over the group (:func:`group_std`; a group of
+    one has advantage exactly 0), the batch, or none."""
+    groups = rewards.view(-1, group_size)
+    centred = (groups - groups.mean(1, keepdim=True)).flatten()
+    if scale == "none":
+        return centred
+    if scale == "group":
+        std = group_std(groups).repeat_interleave(group_size)
+    else:
+        std = rewards.std().expand_as(rewards)
+    return centred / (std + eps)
+
+
+def kl_terms(log_ref_ratio: torch.Tensor, estimator: str) -> torch.Tensor:
+    """Per-token KL(policy || reference) estimate from d = log(pi_ref / pi) on the policy's samples:
+    k1 = -d, k2 = d^2 / 2, k3 = e^d - d - 1 (TRL's and verl's low_var_kl)."""
+    if estimator == "k1":
+        return -log_ref_ratio
+    if estimator == "k2":
+        return 0.5 * log_ref_ratio.pow(2)
+    return log_ref_ratio.exp() - log_ref_ratio - 1
+
+
+def importance_weights(trainer_logp: torch.Tensor, sampler_logp: torch.Tensor, mask: torch.Tensor,
+                       mode: str, clip_min: float, clip_max: float) -> torch.Tensor:
+    """TRL's vLLM importance-sampling correction: per-token or per-sequence ratios
+    exp(logp_trainer - logp_sampler), truncated to [clip_min, clip_max] (TIS) or zeroed outside
+    it (MIS). Returns weights [B, T] (a sequence weight broadcast to its tokens)."""
+    diff = torch.where(mask, trainer_logp - sampler_logp, 0.0)
+    if mode.startswith("sequence"):
+        diff = diff.sum(-1, keepdim=True)
+    ratio = diff.exp()
+    low = clip_min if clip_min > 0 else None
+    if mode.endswith("truncate"):
+        ratio = ratio.clamp(min=low, max=clip_max)
+    else:
+        ratio = ratio.masked_fill((ratio > clip_max) | (ratio < (low or 0.0)), 0.0)
+    return ratio.expand_as(trainer_logp)
+
+
+def updates_planned(exp: Experiment) -> int:
+    """total_timesteps counts token slots: batch x max_new_tokens per update (highdim: samples)."""
+    if exp.env.id == "harness/HighDim-v0":
+        return exp.env.total_timesteps // exp.algo.batch_size
+    return exp.env.total_timesteps // (exp.algo.batch_size * exp.algo.max_new_tokens)
+
+
+def sampler_mismatch(log_r: torch.Tensor, clamp: float | None = None) -> dict[str, float]:
+    """The sampler/trainer gap metrics from ``log_r`` = log(pi_trainer / pi_sampler) over the real
+    tokens (samples) the sampler generated, trainer at the rollout weights; ``clamp`` caps log_r
+    before exp (sequence-level log-probs of many dimensions can overflow)."""
+    ratio = (log_r if clamp is None else log_r.clamp(max=clamp)).exp()
+    return {
+        "sampler_logp_diff_mean": float(log_r.abs().mean()),
+        "sampler_logp_diff_max": float(log_r.abs().max()),
+        "sampler_ratio_oob": float(((ratio < 0.9) | (ratio > 1.1)).float().mean()),
+        "kl_sampler": float((ratio - 1 - log_r).mean()),
+    }
+
+
+def group_metrics(rewards: torch.Tensor, advantages: torch.Tensor, group_size: int) -> dict[str, float]:
+    """The reward and advantage metrics of one batch: ``rewards`` [B] prompt-major (the true groups,
+    whatever layout a fault gave the advantage computation), ``advantages`` [B]."""
+    groups = rewards.view(-1, group_size)
+    return {
+        "reward_mean": float(rewards.mean()),
+        "return_mean": float(rewards.mean()),
+        "return_std": float(rewards.std()),
+        "adv_mean": float(advantages.mean()),
+        "adv_std": float(advantages.std()),
+        "reward_std": float(rewards.std()),
+        "group_reward_std_mean": float(group_std(groups).mean()),
+        "frac_reward_zero_std": float((groups.amax(1) == groups.amin(1)).float().mean()),
+    }

@@ -1,0 +1,1 @@
+"""Reading stored runs: signatures, statistics, features, the diagnosis model, datasets and plots."""

@@ -1,0 +1,44 @@
+"""Configuration: the typed schema of every Hydra group, the one error type, what identifies a run,
+what a detector may see of a config, and how reports name a setup.
+
+- :mod:`~harness.config.errors`: :class:`ConfigError` (a one-line message for the user), range checks,
+  ``_target_`` lookup;
+- :mod:`~harness.config.schemas`: the structured configs (``conf/<group>/*.yaml`` extend them);
+- :mod:`~harness.config.experiment`: a validated :class:`Experiment` and its run identity;
+- :mod:`~harness.config.visibility`: the configured hyperparameters a detector is shown;
+- :mod:`~harness.config.labels`: ``algo[_variant]/env/backend`` as every report writes it.
+
+Everything is importable from ``harness.config``.
+"""
+
+from harness.config.errors import ConfigError, check_range, locate
+from harness.config.experiment import Experiment
+from harness.config.labels import algo_label, setup_label
+from harness.config.schemas import (
+    ALGO_SCHEMAS,
+    GRPO_MODELS,
+    GRPO_SCALES,
+    IS_CORRECTIONS,
+    KL_ESTIMATORS,
+    LOSS_AGGS,
+    SAMPLER_PRECISIONS,
+    BackendConfig,
+    Config,
+    EnvConfig,
+    GRPOConfig,
+    ModelConfig,
+    PPOConfig,
+    backend_config,
+    conf_dir,
+    register_configs,
+    to_object,
+)
+from harness.config.visibility import HIDDEN, visible_config
+
+#: the Hydra config directory (config.yaml and one folder per config group)
+CONF_DIR = conf_dir()
+
+__all__ = ["ALGO_SCHEMAS", "CONF_DIR", "GRPO_MODELS", "GRPO_SCALES", "HIDDEN", "IS_CORRECTIONS",
+           "KL_ESTIMATORS", "LOSS_AGGS", "SAMPLER_PRECISIONS", "BackendConfig", "Config", "ConfigError", "EnvConfig",
+           "Experiment", "GRPOConfig", "ModelConfig", "PPOConfig", "algo_label", "backend_config", "check_range", "locate",
+           "register_configs", "setup_label", "to_object", "visible_config"]

@@ -1,0 +1,44 @@
+"""A validated experiment and what identifies its run."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any
+
+from harness import __version__ as HARNESS_VERSION
+from harness.config.schemas import BackendConfig, EnvConfig, GRPOConfig, PPOConfig
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """A validated experiment: typed group configs plus the instantiated fault."""
+
+    algo: PPOConfig | GRPOConfig
+    env: EnvConfig
+    backend: BackendConfig
+    fault: Any                       # faults.base.Fault
+    fault_cfg: dict[str, Any]        # the fault's config as composed (for hashing and meta)
+    seed: int
+    torch_threads: int
+    results_dir: str
+    twin: bool
+    progress: bool
+    sampled: dict[str, Any] | None = None   # the dataset sweep's draw (recorded in meta.json, not identity)
+
+    def key(self) -> dict[str, Any]:
+        """What identifies the run: the resolved config minus output paths and display flags."""
+        return {
+            "harness": HARNESS_VERSION,
+            "algo": _plain(self.algo),
+            "env": _plain(self.env),
+            "backend": {"name": self.backend.name},   # its trainers follow from the name
+            "fault_name": self.fault.name,
+            "fault": self.fault_cfg,
+            "seed": self.seed,
+            "torch_threads": self.torch_threads,
+        }
+
+
+def _plain(obj: Any) -> dict[str, Any]:
+    return {f.name: getattr(obj, f.name) for f in fields(obj)}
+

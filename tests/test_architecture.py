@@ -1,0 +1,175 @@
+"""The layers have one direction and no cycles (docs/architecture.md).
+
+Every import of a project module is read from the source (top-level and inside functions alike;
+an ``if __name__ == "__main__":`` block or an ``if TYPE_CHECKING:`` block is not an import the
+library makes), and the graph must be free of cycles, and must go downwards only:
+
+    commands -> pipeline -> agents / envs / faults / logs / analysis / detection / catalogue
+             -> config / hooks / metrics / store / markdown
+
+Imports sit at the top of their module except where a module is imported on every start of a
+host program that should not pay for it (Hydra imports every plugin module at start-up; pytest
+loads the plugin in every session of anyone who installed the package) or where the import is an
+optional extra (``[trl]``): :data:`DEFERRED_OK` lists those modules with the reason.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("harness", "faults", "hydra_plugins")
+
+#: layer of a module, by the longest matching prefix (higher imports lower, never the reverse)
+LAYERS: dict[str, int] = {
+    "harness": 0, "harness.config": 0, "harness.hooks": 0, "harness.metrics": 0, "harness.store": 0,
+    "harness.markdown": 0,
+    "harness.agents": 1, "harness.envs": 1, "faults": 1, "harness.logs": 1, "harness.analysis": 1,
+    "harness.detection": 1, "harness.catalogue": 1,
+    "harness.pipeline": 2, "harness.testing": 2, "harness.pytest_plugin": 2, "hydra_plugins": 2,
+    "harness.commands": 3,
+    # ``python -m harness.X`` shims: entry points (their command is imported under __main__ only)
+    "harness.diagnose": 3, "harness.evaluate": 3, "harness.export": 3,
+}
+LAYER_NAMES = {0: "leaves (config / hooks / metrics / store)", 1: "library (agents, envs, faults, logs, analysis, "
+               "detection, catalogue)", 2: "pipeline", 3: "commands"}
+
+#: modules allowed to import project modules inside functions, and why
+DEFERRED_OK = {
+    "hydra_plugins.harness_sweeper.catalogue_sweeper": "Hydra imports every plugin module at each start-up",
+    "hydra_plugins.harness_sweeper.dataset_sweeper": "Hydra imports every plugin module at each start-up",
+    "harness.pytest_plugin": "pytest loads the plugin in every session of anyone who installed the package",
+}
+
+
+def _modules() -> dict[str, Path]:
+    mods = {}
+    for package in PACKAGES:
+        for path in (ROOT / package).rglob("*.py"):
+            parts = list(path.relative_to(ROOT).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            mods[".".join(parts)] = path
+    return mods
+
+
+MODULES = _modules()
+
+
+def _resolve(name: str) -> str | None:
+    while name and name not in MODULES:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def _skipped(node: ast.AST) -> bool:
+    """``if __name__ == "__main__":`` and ``if TYPE_CHECKING:`` blocks."""
+    if not isinstance(node, ast.If):
+        return False
+    test = ast.unparse(node.test)
+    return test in ("__name__ == '__main__'", 'TYPE_CHECKING', 'typing.TYPE_CHECKING')
+
+
+def imports(module: str) -> list[tuple[str, bool]]:
+    """(imported project module, at module top?) for every import statement of ``module``."""
+    tree = ast.parse(MODULES[module].read_text())
+    out = []
+
+    def visit(node: ast.AST, top: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            if _skipped(child):
+                continue
+            names = []
+            if isinstance(child, ast.Import):
+                names = [a.name for a in child.names]
+            elif isinstance(child, ast.ImportFrom) and child.level == 0 and child.module:
+                names = [f"{child.module}.{a.name}" for a in child.names]
+            for name in names:
+                target = _resolve(name)
+                if target is not None and target != module:
+                    out.append((target, top))
+            nested = isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda))
+            visit(child, top and not nested)
+
+    visit(tree, True)
+    return out
+
+
+GRAPH = {m: imports(m) for m in MODULES if not m.endswith("__main__")}
+
+
+def layer(module: str) -> int:
+    prefix = max((p for p in LAYERS if module == p or module.startswith(p + ".")), key=len)
+    return LAYERS[prefix]
+
+
+def _cycles() -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    counter = [0]
+
+    def connect(v: str) -> None:
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on_stack.add(v)
+        for w, _ in GRAPH.get(v, []):
+            if w not in index:
+                connect(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in GRAPH:
+        if v not in index:
+            connect(v)
+    return found
+
+
+def test_every_module_is_in_a_layer():
+    assert all(layer(m) >= 0 for m in GRAPH)
+
+
+def test_no_import_cycle():
+    assert _cycles() == []
+
+
+def test_layers_point_downwards():
+    upward = [f"{m} ({LAYER_NAMES[layer(m)]}) imports {t} ({LAYER_NAMES[layer(t)]})"
+              for m, edges in GRAPH.items() for t, _ in edges if layer(t) > layer(m)]
+    assert upward == []
+
+
+def test_nothing_outside_commands_imports_them():
+    offenders = [f"{m} -> {t}" for m, edges in GRAPH.items() for t, _ in edges
+                 if t.startswith("harness.commands") and not m.startswith("harness.commands")]
+    assert offenders == []
+
+
+def test_project_imports_sit_at_module_top():
+    deferred = sorted({f"{m} -> {t}" for m, edges in GRAPH.items() for t, top in edges
+                       if not top and m not in DEFERRED_OK})
+    assert deferred == []
+
+
+@pytest.mark.parametrize("module, why", sorted(DEFERRED_OK.items()))
+def test_deferred_imports_are_justified(module, why):
+    assert module in MODULES, f"{module} is gone: drop it from DEFERRED_OK"
+    assert any(not top for _, top in GRAPH[module]), f"{module} defers nothing: drop it from DEFERRED_OK"
