@@ -62,7 +62,7 @@ def _call(fn: Callable[..., dict[str, Any]], job: dict[str, Any], root: str) -> 
     start, cpu = time.perf_counter(), time.process_time()
     try:
         out = fn(job, Path(root))
-    except Exception:
+    except Exception:  # a crashed run is reported, the others go on
         return {"error": traceback.format_exc(), "job": job, "wall_s": time.perf_counter() - start}
     for label in out.values():        # this process's CPU time (one torch thread): the cost on a free core
         label["cpu_s"] = round(time.process_time() - cpu, 2)

@@ -536,7 +536,7 @@ def train(exp: Experiment) -> Iterator[dict]:
         try:
             trainer.train()
             finish_update(trainer, rec)
-        except BaseException as exc:
+        except BaseException as exc:  # handed to the consumer
             error.append(exc)
         finally:
             rec.rows.put(None)

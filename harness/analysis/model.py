@@ -494,7 +494,7 @@ def load_models(path: Path) -> dict[tuple[str, str], DiagnosisModel]:
                           "(it needs the diverse dataset: python -m harness -m +sweep=dataset)")
     try:
         bundle = joblib.load(path)
-    except Exception as exc:
+    except Exception as exc:  # a corrupt or foreign file
         raise ConfigError(f"the diagnosis model at {path} cannot be read ({type(exc).__name__}): rebuild it "
                           "with python -m harness.catalogue") from None
     if bundle.get("sklearn") != sklearn.__version__ or bundle.get("feature_version") != FEATURE_VERSION:

@@ -223,7 +223,7 @@ def training_args(checkpoint: Path) -> dict[str, Any]:
 
         args = torch.load(path, weights_only=False, map_location="cpu")
         return {k: v for k, v in args.to_dict().items() if not isinstance(v, (list, dict))}
-    except Exception:
+    except Exception:  # optional context: no transformers, or another version's pickle
         return {}
 
 
@@ -276,7 +276,7 @@ def sibling_config(path: Path) -> dict[str, Any]:
                 else:
                     import yaml
                     obj = yaml.safe_load(candidate.read_text())
-            except Exception:
+            except Exception:  # optional context
                 continue
             if isinstance(obj, dict):
                 return flatten(obj)

@@ -81,7 +81,7 @@ def preflight(argv: list[str], config_name: str = CONFIG_NAME,
         args.overrides = with_default_env(args.overrides)
     try:
         overrides = OverridesParser.create().parse_overrides(args.overrides)
-    except Exception as exc:
+    except Exception as exc:  # Hydra's grammar errors
         raise ConfigError(one_line(exc)) from None
 
     GlobalHydra.instance().clear()
@@ -126,7 +126,7 @@ def _check_jobs(overrides, config_name: str, multirun: bool,
 def _compose(config_name: str, overrides: list[str], hydra: bool = False) -> DictConfig:
     try:
         return compose(config_name, overrides=overrides, return_hydra_config=hydra)
-    except Exception as exc:
+    except Exception as exc:  # Hydra/OmegaConf composition errors
         raise ConfigError(one_line(exc)) from None
 
 

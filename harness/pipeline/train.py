@@ -139,7 +139,7 @@ def get_or_train(exp: Experiment, on_update: Callable[[dict], None] | None = Non
                 if row["nonfinite"]:
                     status = "diverged"
                     break
-        except Exception as exc:
+        except Exception as exc:  # a crash is a result to store
             status = "crashed"
             error = "".join(traceback.format_exception(exc)).strip()
         wall_s = time.perf_counter() - start
