@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from faults import FAULTS
-from harness.agents.core import Evaluation, ppo_update
+from harness.agents.core import MinibatchEval, ppo_update
 from harness.analysis.signatures import evaluate
 from harness.hooks import HEALTHY
 from harness.pipeline.compose import make_experiment
@@ -115,11 +115,12 @@ def tiny_update(hooks, grad_accum: int, rows: torch.Tensor | None = None) -> tor
 
     def evaluate(mb):
         logits = model(mb["obs"]).log_softmax(-1)
-        return Evaluation(logp=logits.gather(-1, mb["actions"][:, None]).squeeze(-1),
-                          entropy=-(logits.exp() * logits).sum(-1))
+        return MinibatchEval(logp=logits.gather(-1, mb["actions"][:, None]).squeeze(-1),
+                             entropy=-(logits.exp() * logits).sum(-1))
 
     hp = types.SimpleNamespace(n_epochs=1, n_minibatches=1, lr=1.0, clip_range=0.2, ent_coef=0.0,
-                               max_grad_norm=1e9, norm_adv=False, grad_accum=grad_accum)
+                               max_grad_norm=1e9, norm_adv=False, loss_agg="token_mean", grad_accum=grad_accum,
+                               target_kl=None, log_ratio_clamp=0.0)
     before = torch.nn.utils.parameters_to_vector(model.parameters()).detach().clone()
     optimizer = torch.optim.SGD(model.parameters(), lr=1.0)
     metrics, _ = ppo_update(model, optimizer, batch, hp, hooks, evaluate, torch.Generator().manual_seed(0))

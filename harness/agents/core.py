@@ -8,8 +8,10 @@ zero-grad and the step, and on the logged ratio statistics (telemetry faults).
 
 PPO's optional extras, as SB3 / CleanRL / HF have them: ``grad_accum`` (each minibatch is split
 into microbatches, each back-propagated with its loss weighted by its share of the minibatch's
-normaliser: tokens under token_mean, else rows; one optimizer step) and ``target_kl`` (SB3's early stopping: the epoch loop ends at the first minibatch whose
-approx_kl exceeds 1.5 x target_kl, before its optimizer step; its row is kept, not stepped).
+normaliser: tokens under token_mean, else rows; one optimizer step) and ``target_kl`` (SB3's early
+stopping: the epoch loop ends at the first minibatch whose approx_kl exceeds 1.5 x target_kl,
+before its optimizer step; its row is kept, not stepped). Every hyperparameter the update reads is
+declared on :class:`UpdateHP`.
 
 Batch rows are what minibatches split: transitions for PPO (per-sample tensors of shape
 [rows]), completions for GRPO (per-token tensors [rows, T] with a boolean ``mask`` of
@@ -21,7 +23,8 @@ over completions); every ratio statistic is over real tokens only.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import ClassVar, Protocol
 
 import torch
@@ -99,139 +102,231 @@ class MinibatchStats:
 
 
 class UpdateHP(Protocol):
-    n_epochs: int
-    n_minibatches: int
+    """Every hyperparameter :func:`ppo_update` reads. ``PPOConfig`` and ``GRPOConfig`` provide each
+    one; where an algorithm has no such setting its config holds a constant (``ClassVar``) or a
+    property, never a dataclass field (the fields are a run's identity)."""
+
+    n_epochs: int                 # passes over the batch (GRPO: num_iterations)
+    n_minibatches: int            # optimizer steps per pass
     lr: float
     clip_range: float
     ent_coef: float
     max_grad_norm: float
-    norm_adv: bool
+    norm_adv: bool                # normalise advantages per minibatch (GRPO: never)
+    loss_agg: str                 # token_mean | seq_mean (PPO: token_mean, one "token" per transition)
+    grad_accum: int               # micro-batches per minibatch, one optimizer step
+    target_kl: float | None       # SB3's early stop at approx_kl > 1.5 x target_kl (GRPO: None, off)
+    log_ratio_clamp: float        # |log r| is clamped to this before exp; 0 = off (PPO: 0)
 
 
-class Evaluation(dict):
-    """What ``evaluate(minibatch)`` returns: ``logp`` and ``entropy`` per sample, ``loss``
-    (extra loss terms to add, e.g. ``vf_coef * value_loss``) and ``metrics`` (extra
-    scalars to average over minibatches, e.g. ``value_loss``)."""
+class MinibatchEval(dict):
+    """What ``evaluate(mb)`` returns for a minibatch (or one micro-batch of it): ``logp`` and
+    ``entropy`` per sample (per token), ``loss`` (extra loss terms to add, e.g. ``vf_coef *
+    value_loss``) and ``metrics`` (extra scalars for the minibatch's row, e.g. ``value_loss``)."""
+
+
+def minibatches(n_samples: int, n_epochs: int, n_minibatches: int,
+                generator: torch.Generator) -> Iterator[tuple[int, int, torch.Tensor]]:
+    """``(epoch, minibatch, row indices)`` of every minibatch: each epoch splits a fresh permutation
+    of the batch rows into ``n_minibatches`` slices. An empty slice (more minibatches than rows)
+    trains nothing and is skipped."""
+    for epoch in range(n_epochs):
+        order = torch.randperm(n_samples, generator=generator)
+        for minibatch, idx in enumerate(order.tensor_split(n_minibatches)):
+            if len(idx) > 0:
+                yield epoch, minibatch, idx
+
+
+def micro_shares(mask: torch.Tensor | None, full_mask: torch.Tensor | None, n_rows: int, n_minibatch_rows: int,
+                 n_micro: int, loss_agg: str) -> tuple[float, float]:
+    """A micro-batch's two weights in its minibatch, ``(share, weight)``; both are its part of the
+    minibatch, measured differently.
+
+    ``share`` weights its loss (the gradient, and the loss, policy_loss and entropy of the row): its
+    part of the normaliser of the minibatch's loss, real tokens under token_mean, rows under
+    seq_mean or without a mask; exactly 1 when the minibatch is one micro-batch.
+
+    ``weight`` weights the extra metrics ``evaluate`` reports (value_loss, kl_ref), which are means
+    over real tokens whatever ``loss_agg``: its part of the real tokens (rows without a mask)."""
+    rows = n_rows / n_minibatch_rows
+    tokens = float(mask.sum()) / max(float(full_mask.sum()), 1.0) if mask is not None else rows
+    share = tokens if mask is not None and loss_agg == "token_mean" else rows
+    return (1.0 if n_micro == 1 else share), tokens
+
+
+@dataclass
+class MicroBatch:
+    """One micro-batch's loss terms, detached: what its minibatch's row is built from."""
+
+    share: float                  # see :func:`micro_shares`
+    weight: float
+    loss: torch.Tensor
+    policy_loss: torch.Tensor
+    entropy: torch.Tensor
+    ratio: torch.Tensor
+    log_ratio: torch.Tensor
+    pg_loss1: torch.Tensor        # -A r
+    pg_loss2: torch.Tensor        # -A clip(r)
+    adv: torch.Tensor             # broadcast to the ratio's shape
+    mask: torch.Tensor | None     # real tokens (GRPO), None for per-sample rows (PPO)
+    metrics: dict[str, torch.Tensor]
+
+    def approx_kl(self) -> float:
+        """The approx_kl (k3) of its ratio, the quantity SB3's early stop compares with target_kl."""
+        return float(masked_mean((self.ratio - 1) - self.log_ratio, self.mask))
+
+
+def micro_batch_loss(mb: Batch, adv: torch.Tensor, share: float, weight: float, hp: UpdateHP, hooks: Hooks,
+                     evaluate: Callable[[Batch], MinibatchEval]) -> tuple[torch.Tensor, MicroBatch]:
+    """One micro-batch's clipped-surrogate loss (with gradient) and its detached terms.
+
+    ``mb`` holds the micro-batch's rows of the batch (its stored ``logp`` are the old log-probs);
+    ``adv`` are its advantages (normalised over the whole minibatch). The importance ratio
+    r = exp(logp - old_logp), |log r| clamped to ``log_ratio_clamp`` when set (verl: 20); the loss is
+    ``agg(max(-A r, -A clip(r, 1 - eps, 1 + eps))) - ent_coef * agg(entropy) + evaluate's loss``."""
+    mask = mb.get("mask")
+    out = evaluate(mb)
+    logp = out["logp"]
+    old_logp = hooks.old_logprob(mb["logp"], logp)
+    log_ratio = logp - old_logp
+    if hp.log_ratio_clamp:
+        log_ratio = log_ratio.clamp(-hp.log_ratio_clamp, hp.log_ratio_clamp)
+    ratio = log_ratio.exp()
+
+    if adv.dim() < ratio.dim():
+        adv = adv.unsqueeze(-1)             # one advantage per completion, for each token
+    pg_loss1 = -adv * ratio
+    pg_loss2 = -adv * ratio.clamp(1 - hp.clip_range, 1 + hp.clip_range)
+    policy_loss = aggregate(hooks.surrogate(pg_loss1, pg_loss2), mask, hp.loss_agg)
+    entropy = aggregate(out["entropy"], mask, hp.loss_agg)
+    loss = policy_loss - hp.ent_coef * entropy + out.get("loss", 0.0)
+    loss = hooks.loss(loss, {"policy_loss": policy_loss, "entropy": entropy})
+    return loss, MicroBatch(share=share, weight=weight, loss=loss.detach(), policy_loss=policy_loss.detach(),
+                            entropy=entropy.detach(), ratio=ratio.detach(), log_ratio=log_ratio.detach(),
+                            pg_loss1=pg_loss1.detach(), pg_loss2=pg_loss2.detach(),
+                            adv=adv.expand_as(ratio).detach(), mask=mask, metrics=out.get("metrics", {}))
+
+
+def optimizer_step(optimizer: torch.optim.Optimizer, params: list[torch.Tensor], loss: float, hp: UpdateHP,
+                   hooks: Hooks) -> tuple[float, bool]:
+    """Clip the accumulated gradient to ``max_grad_norm`` and step (through the optimizer-step hook),
+    unless the loss or the gradient norm is not finite: then no step. Returns the pre-clip gradient
+    norm and whether a value was non-finite."""
+    grad_norm = float(clip_grad_norm_(params, hp.max_grad_norm))  # pre-clip total norm
+    if not (math.isfinite(loss) and math.isfinite(grad_norm)):
+        return grad_norm, True
+    hooks.optimizer_step(optimizer)
+    return grad_norm, False
+
+
+@torch.no_grad()
+def minibatch_metrics(parts: list[MicroBatch], loss: float, hp: UpdateHP, hooks: Hooks) -> dict[str, float]:
+    """A minibatch's row, from its micro-batches: sizes, the share-weighted loss terms, the ratio
+    statistics over all its tokens (through the ratio-metrics hook), and ``evaluate``'s extra
+    metrics weighted by each micro-batch's part of the tokens."""
+    def joined(key: str) -> torch.Tensor:
+        values = [getattr(p, key) for p in parts]
+        return torch.cat(values) if len(parts) > 1 else values[0]
+
+    ratio, log_ratio, adv = joined("ratio"), joined("log_ratio"), joined("adv")
+    mask = joined("mask") if parts[0].mask is not None else None
+    ratio_row = hooks.ratio_metrics(
+        ratio_stats(ratio, log_ratio, joined("pg_loss1"), joined("pg_loss2"), hp.clip_range, adv, mask),
+        ratio, log_ratio, hp.clip_range, mask)
+    extra = {k: float(sum((p.weight if len(parts) > 1 else 1.0) * p.metrics[k] for p in parts))
+             for k in parts[0].metrics}
+    return {"n_samples": int(adv.shape[0]), "n_tokens": int(mask.sum()) if mask is not None else int(adv.shape[0]),
+            "policy_loss": float(sum(p.share * p.policy_loss for p in parts)),
+            "entropy": float(sum(p.share * p.entropy for p in parts)), "loss": loss,
+            **ratio_row, **extra}
+
+
+class StepCounter:
+    """Counts the optimizer's real ``step()`` calls inside a ``with`` block, whatever the hooks do."""
+
+    def __init__(self, optimizer: torch.optim.Optimizer) -> None:
+        self.optimizer = optimizer
+        self.count = 0
+
+    def _count(self, *_: object) -> None:
+        self.count += 1
+
+    def __enter__(self) -> StepCounter:
+        self._handle = self.optimizer.register_step_post_hook(self._count)
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._handle.remove()
 
 
 def ppo_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batch: Batch,
-               hp: UpdateHP, hooks: Hooks, evaluate: Callable[[Batch], Evaluation],
+               hp: UpdateHP, hooks: Hooks, evaluate: Callable[[Batch], MinibatchEval],
                generator: torch.Generator) -> tuple[dict[str, float], list[dict[str, float]]]:
+    """Train ``model`` on ``batch`` for ``n_epochs`` passes of ``n_minibatches`` clipped-surrogate
+    optimizer steps; returns the update's metrics and its per-minibatch rows (``steps.parquet``).
+
+    Each minibatch (rows drawn by ``generator``): advantages normalised over it (``norm_adv``),
+    gradients cleared (zero-grad hook), then each of its ``grad_accum`` micro-batches evaluated
+    (:func:`micro_batch_loss`) and back-propagated with its loss weighted by its share
+    (:func:`micro_shares`; the microbatch-backward hook may drop it), one optimizer step
+    (:func:`optimizer_step`), and its row (:func:`minibatch_metrics`). The update ends early at a
+    non-finite loss or gradient norm (that minibatch is not stepped), or, with ``target_kl``, at the
+    first micro-batch whose approx_kl exceeds 1.5 x target_kl (SB3: before its backward; the
+    minibatch is not stepped, its row is kept)."""
     params = [p for p in model.parameters() if p.requires_grad]
     for group in optimizer.param_groups:
         group["lr"] = hp.lr
     params_before = parameters_to_vector(params).detach().clone()
-    n_samples = batch["adv"].shape[0]
-    loss_agg = getattr(hp, "loss_agg", "token_mean")
 
     stats = MinibatchStats()
     grad_norms: list[float] = []
     nonfinite = False
-    steps = [0]  # counts real optimizer.step() calls, whatever the hooks do
-    counter = optimizer.register_step_post_hook(lambda *_: steps.__setitem__(0, steps[0] + 1))
-
-    grad_accum = getattr(hp, "grad_accum", 1)     # gradient accumulation: micro-batches per minibatch
-    target_kl = getattr(hp, "target_kl", None)     # PPO's early stop (SB3); GRPO has none
-    stop = False
-    for epoch in range(hp.n_epochs):
-        order = torch.randperm(n_samples, generator=generator)
-        for minibatch, idx in enumerate(order.tensor_split(hp.n_minibatches)):
-            if len(idx) == 0:              # more minibatches than samples: an empty slice trains nothing
-                continue
-            full_adv = batch["adv"][idx]
+    with StepCounter(optimizer) as steps:
+        for epoch, minibatch, idx in minibatches(batch["adv"].shape[0], hp.n_epochs, hp.n_minibatches, generator):
+            adv = batch["adv"][idx]
             if hp.norm_adv:
-                full_adv = (full_adv - full_adv.mean()) / (full_adv.std() + 1e-8)
+                adv = (adv - adv.mean()) / (adv.std() + 1e-8)
             full_mask = batch["mask"][idx] if "mask" in batch else None
             hooks.zero_grad(optimizer)
-            n_micro = min(grad_accum, len(idx))
-            parts: list[dict] = []
-            for micro, rows in enumerate(torch.arange(len(idx)).tensor_split(n_micro)):
-                mb = {k: v[idx[rows]] for k, v in batch.items()}
-                mask = mb.get("mask")
-                out = evaluate(mb)
-                logp = out["logp"]
-                old_logp = hooks.old_logprob(mb["logp"], logp)
-                log_ratio = logp - old_logp
-                if getattr(hp, "log_ratio_clamp", 0.0):      # verl clamps log r to [-20, 20]
-                    log_ratio = log_ratio.clamp(-hp.log_ratio_clamp, hp.log_ratio_clamp)
-                ratio = log_ratio.exp()
 
-                adv = full_adv[rows]
-                if adv.dim() < ratio.dim():
-                    adv = adv.unsqueeze(-1)             # one advantage per completion, for each token
-                pg_loss1 = -adv * ratio
-                pg_loss2 = -adv * ratio.clamp(1 - hp.clip_range, 1 + hp.clip_range)
-                policy_loss = aggregate(hooks.surrogate(pg_loss1, pg_loss2), mask, loss_agg)
-                entropy = aggregate(out["entropy"], mask, loss_agg)
-                loss = policy_loss - hp.ent_coef * entropy + out.get("loss", 0.0)
-                loss = hooks.loss(loss, {"policy_loss": policy_loss, "entropy": entropy})
-                # this micro-batch's share of the minibatch's normaliser (tokens for token_mean, rows else)
-                share = (float(mask.sum()) / max(float(full_mask.sum()), 1.0)
-                         if mask is not None and loss_agg == "token_mean" else len(rows) / len(idx))
-                share = 1.0 if n_micro == 1 else share
-                parts.append({"share": share, "loss": loss.detach(), "policy_loss": policy_loss.detach(),
-                              "entropy": entropy.detach(), "ratio": ratio.detach(), "log_ratio": log_ratio.detach(),
-                              "pg_loss1": pg_loss1.detach(), "pg_loss2": pg_loss2.detach(),
-                              "adv": adv.expand_as(ratio).detach(), "mask": mask, "metrics": out.get("metrics", {}),
-                              "weight": float(mask.sum()) / max(float(full_mask.sum()), 1.0)
-                              if mask is not None else len(rows) / len(idx)})
-                # SB3's early stopping: the minibatch's approx_kl, before its optimizer step
-                if target_kl is not None:
-                    with torch.no_grad():
-                        approx_kl = float(masked_mean((ratio - 1) - log_ratio, mask))
-                    if approx_kl > 1.5 * target_kl:
-                        stop = True
-                        break
+            # ---- the minibatch's gradient, accumulated over its micro-batches -----------------
+            n_micro = min(hp.grad_accum, len(idx))
+            parts: list[MicroBatch] = []
+            stop = False
+            for micro, pos in enumerate(torch.arange(len(idx)).tensor_split(n_micro)):   # positions in idx
+                mb = {k: v[idx[pos]] for k, v in batch.items()}
+                share, weight = micro_shares(mb.get("mask"), full_mask, len(pos), len(idx), n_micro, hp.loss_agg)
+                loss, part = micro_batch_loss(mb, adv[pos], share, weight, hp, hooks, evaluate)
+                parts.append(part)
+                if hp.target_kl is not None and part.approx_kl() > 1.5 * hp.target_kl:
+                    stop = True             # SB3's early stopping, before this minibatch's step
+                    break
                 if hooks.microbatch_backward(micro, n_micro):
                     (share * loss).backward()
 
-            loss_value = float(sum(p["share"] * p["loss"] for p in parts))
-            stepped_before = steps[0]
+            # ---- one optimizer step, and the minibatch's row ---------------------------------
+            loss_value = float(sum(p.share * p.loss for p in parts))
+            stepped_before = steps.count
             grad_norm = math.nan
             if not stop:
-                grad_norm = float(clip_grad_norm_(params, hp.max_grad_norm))  # pre-clip total norm
-                if not (math.isfinite(loss_value) and math.isfinite(grad_norm)):
-                    nonfinite = True
-                else:
-                    hooks.optimizer_step(optimizer)
+                grad_norm, nonfinite = optimizer_step(optimizer, params, loss_value, hp, hooks)
                 grad_norms.append(grad_norm)
-
-            with torch.no_grad():
-                def joined(key: str) -> torch.Tensor:
-                    return torch.cat([p[key] for p in parts]) if len(parts) > 1 else parts[0][key]
-
-                ratio_all, log_ratio_all, adv = joined("ratio"), joined("log_ratio"), joined("adv")
-                mask = joined("mask") if parts[0]["mask"] is not None else None
-                ratio_row = hooks.ratio_metrics(
-                    ratio_stats(ratio_all, log_ratio_all, joined("pg_loss1"), joined("pg_loss2"), hp.clip_range,
-                                adv, mask),
-                    ratio_all, log_ratio_all, hp.clip_range, mask)
-                extra = {k: float(sum((p["weight"] if len(parts) > 1 else 1.0) * p["metrics"][k] for p in parts))
-                         for k in parts[0]["metrics"]}
-                stats.add({"epoch": epoch, "minibatch": minibatch, "n_samples": int(adv.shape[0]),
-                           "n_tokens": int(mask.sum()) if mask is not None else int(adv.shape[0]),
-                           "policy_loss": float(sum(p["share"] * p["policy_loss"] for p in parts)),
-                           "entropy": float(sum(p["share"] * p["entropy"] for p in parts)), "loss": loss_value,
-                           **ratio_row, **extra,
-                           "grad_norm": grad_norm, "lr": hp.lr, "clip_range": hp.clip_range,
-                           "stepped": int(steps[0] > stepped_before), "nonfinite": int(nonfinite)})
+            stats.add({"epoch": epoch, "minibatch": minibatch, **minibatch_metrics(parts, loss_value, hp, hooks),
+                       "grad_norm": grad_norm, "lr": hp.lr, "clip_range": hp.clip_range,
+                       "stepped": int(steps.count > stepped_before), "nonfinite": int(nonfinite)})
             if nonfinite or stop:
                 break
-        if nonfinite or stop:
-            break
 
-    counter.remove()
     with torch.no_grad():
         params_after = parameters_to_vector(params)
-        if not bool(torch.isfinite(params_after).all()):
-            nonfinite = True
+        nonfinite = nonfinite or not bool(torch.isfinite(params_after).all())
         param_delta = float((params_after - params_before).norm())
 
     metrics = stats.result()
     metrics.update(
         grad_norm=sum(grad_norms) / max(len(grad_norms), 1),
         grad_norm_max=max(grad_norms, default=math.nan),
-        optimizer_steps=steps[0],
+        optimizer_steps=steps.count,
         lr=hp.lr, clip_range=hp.clip_range, param_delta=param_delta,
         nonfinite=int(nonfinite),
     )

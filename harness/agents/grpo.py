@@ -24,12 +24,13 @@ import torch
 
 from harness.agents import grpo_gaussian, sft
 from harness.agents.base import Trainer
-from harness.agents.core import Evaluation, aggregate, masked_mean, ppo_update
+from harness.agents.core import MinibatchEval, aggregate, masked_mean, ppo_update
 from harness.agents.grpo_math import (
-    group_advantages,
     group_metrics,
+    hooked_group_advantages,
     importance_weights,
     kl_terms,
+    refresh_sampler,
     sampler_mismatch,
     updates_planned,
 )
@@ -65,6 +66,30 @@ def replay(envs, tokens: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray],
 
 
 def train(exp: Experiment) -> Iterator[dict]:
+    """Native GRPO on the token task (``env=toyseq``), one row of canonical metrics per update.
+
+    Set-up: ``batch_size`` copies of the task env, the policy loaded from the supervised warm-up
+    (:mod:`harness.agents.sft`), a frozen copy of it as the reference, the sampler (its own copy of
+    the weights) and Adam. Each update then reads top to bottom:
+
+    - the sampler's weights (:func:`harness.agents.grpo_math.refresh_sampler`: precision, lag, sync);
+    - generation: ``group_size`` completions of each of ``n_prompts`` prompts, with the sampler's
+      log-probs;
+    - rewards: the completions replayed through the task env (:func:`replay`), each reward
+      function's score through the reward-scores hook, the summed reward following it;
+    - the trainer's and the reference's log-probs at the rollout weights (completion-mask, logit-shift,
+      temperature, dropout and reference hooks), and the old log-probs the ratio uses (recomputed or
+      the sampler's; the behaviour-logprob hook);
+    - group-relative advantages (:func:`harness.agents.grpo_math.hooked_group_advantages`), per
+      token, optionally importance-weighted for the sampler/trainer mismatch (TIS / MIS);
+    - the clipped-surrogate update (:func:`harness.agents.core.ppo_update`), whose ``evaluate``
+      adds ``beta x`` the KL penalty to the reference.
+
+    The yielded row holds the update and env step (tokens generated so far), whether the fault is
+    active, the reward and advantage metrics over the true groups, completion lengths (all, those
+    ended by EOS, the share cut at ``max_new_tokens``), the summed completion log-probs of trainer
+    and reference, the sampler/trainer mismatch, each reward function's mean, the update metrics of
+    ``ppo_update``, and ``steps`` (one row per minibatch) for the run store."""
     cfg, fault = exp.algo, exp.fault
     torch.manual_seed(exp.seed)
     generator = torch.Generator().manual_seed(exp.seed)
@@ -87,10 +112,7 @@ def train(exp: Experiment) -> Iterator[dict]:
             hooks, hp = fault.begin_update(update, cfg)
 
             # ---- the sampler's weights: every sync_every updates, lag versions old ------
-            sampler.set_precision(hp.sampler_precision)
-            sampler.push(policy, update, hp.sampler_lag)
-            if hooks.sync_sampler(update, due=update % hp.sync_every == 0):
-                sampler.sync()
+            refresh_sampler(sampler, policy, update, hp, hooks)
 
             # ---- generate G completions per prompt -----------------------------------
             envs.reset(seed=exp.seed if update == 0 else None,
@@ -133,9 +155,7 @@ def train(exp: Experiment) -> Iterator[dict]:
 
             # ---- group-relative advantages ----------------------------------------------
             r = torch.from_numpy(rewards)
-            layout = hooks.group_layout(r, hp.group_size)
-            advantages = hooks.group_advantages(
-                layout, hp.group_size, group_advantages(layout, hp.group_size, hp.scale, hp.adv_eps))
+            advantages = hooked_group_advantages(r, hp, hooks)
             token_adv = advantages[:, None].expand_as(trainer_logp)
             if hp.is_correction != "none":                  # TIS / MIS on the sampler's mismatch
                 token_adv = token_adv * importance_weights(trainer_logp, gen.logp, real & mask,
@@ -144,18 +164,18 @@ def train(exp: Experiment) -> Iterator[dict]:
                      "logp": old_logp, "ref_logp": ref_logp, "adv": token_adv.contiguous()}
 
             # ---- clipped-surrogate update with a KL penalty to the reference ------------
-            def evaluate(mb: dict[str, torch.Tensor]) -> Evaluation:
+            def evaluate(mb: dict[str, torch.Tensor]) -> MinibatchEval:
                 policy.train()
                 logits = completion_logits(policy, mb["prompts"], mb["prompt_mask"], mb["tokens"], mb["mask"], shift)
                 logp, entropy = token_logprobs(logits, mb["tokens"], t_train)
                 log_ref_ratio = hooks.ref_logprob(mb["ref_logp"], logp, phase="update") - logp
-                kl = log_ref_ratio.exp() - log_ref_ratio - 1                    # k3, the logged kl_ref
+                kl = kl_terms(log_ref_ratio, "k3")                                # the logged kl_ref
                 penalty = kl if hp.kl_estimator == "k3" else kl_terms(log_ref_ratio, hp.kl_estimator)
                 if hp.kl_is_weight:                     # TRL use_bias_correction_kl
                     penalty = penalty * (logp - mb["logp"]).exp()
-                return Evaluation(logp=logp, entropy=entropy,
-                                  loss=hp.beta * aggregate(penalty, mb["mask"], hp.loss_agg),
-                                  metrics={"kl_ref": masked_mean(kl, mb["mask"])})
+                return MinibatchEval(logp=logp, entropy=entropy,
+                                     loss=hp.beta * aggregate(penalty, mb["mask"], hp.loss_agg),
+                                     metrics={"kl_ref": masked_mean(kl, mb["mask"])})
 
             update_metrics, steps = ppo_update(policy, optimizer, batch, hp, hooks, evaluate, generator)
 

@@ -17,8 +17,15 @@ from collections.abc import Iterator
 import torch
 from torch import nn
 
-from harness.agents.core import Evaluation, ppo_update
-from harness.agents.grpo_math import group_advantages, group_metrics, kl_terms, sampler_mismatch, updates_planned
+from harness.agents.core import MinibatchEval, ppo_update
+from harness.agents.grpo_math import (
+    group_metrics,
+    hooked_group_advantages,
+    kl_terms,
+    refresh_sampler,
+    sampler_mismatch,
+    updates_planned,
+)
 from harness.agents.sampler import Sampler
 from harness.config import Experiment
 from harness.envs import make_vec_env
@@ -59,6 +66,13 @@ class GaussianGenerator(nn.Module):
 
 
 def train(exp: Experiment) -> Iterator[dict]:
+    """Native GRPO on ``env=highdim``, one row of canonical metrics per update: the token loop of
+    :func:`harness.agents.grpo.train` with one sample per "completion". Each update: the sampler's
+    weights (:func:`harness.agents.grpo_math.refresh_sampler`), ``group_size`` samples of each
+    prompt scored by the env, the trainer's and reference's log-probs at the rollout weights and
+    the old log-probs, group-relative advantages, and the clipped-surrogate update with a KL penalty
+    to the start policy. The row holds the reward and advantage metrics, the mean log-probs of
+    trainer and reference, the sampler/trainer mismatch, the update metrics and ``steps``."""
     cfg, fault = exp.algo, exp.fault
     torch.manual_seed(exp.seed)
     generator = torch.Generator().manual_seed(exp.seed)
@@ -76,10 +90,7 @@ def train(exp: Experiment) -> Iterator[dict]:
             hooks, hp = fault.begin_update(update, cfg)
 
             # ---- the sampler's weights, then G samples per prompt -------------------------
-            sampler.set_precision(hp.sampler_precision)
-            sampler.push(policy, update, hp.sampler_lag)
-            if hooks.sync_sampler(update, due=update % hp.sync_every == 0):
-                sampler.sync()
+            refresh_sampler(sampler, policy, update, hp, hooks)
             obs, _ = envs.reset(seed=exp.seed if update == 0 else None, options={"group_size": hp.group_size})
             cond = torch.as_tensor(obs).clone()
             x, sampler_logp = sampler.model.sample(cond)
@@ -98,21 +109,19 @@ def train(exp: Experiment) -> Iterator[dict]:
 
             # ---- group-relative advantages -------------------------------------------------
             r = torch.from_numpy(rewards)
-            layout = hooks.group_layout(r, hp.group_size)
-            advantages = hooks.group_advantages(
-                layout, hp.group_size, group_advantages(layout, hp.group_size, hp.scale, hp.adv_eps))
+            advantages = hooked_group_advantages(r, hp, hooks)
             batch = {"cond": cond, "x": x, "logp": old_logp, "ref_logp": ref_logp, "adv": advantages}
 
             # ---- clipped surrogate on summed log-probs, k3 KL penalty to the start policy --
-            def evaluate(mb: dict[str, torch.Tensor]) -> Evaluation:
+            def evaluate(mb: dict[str, torch.Tensor]) -> MinibatchEval:
                 logp = policy.logprob(mb["cond"], mb["x"])
                 log_ref_ratio = hooks.ref_logprob(mb["ref_logp"], logp, phase="update") - logp
-                kl = log_ref_ratio.clamp(max=80).exp() - log_ref_ratio - 1
+                kl = kl_terms(log_ref_ratio, "k3", clamp=80)
                 penalty = kl if hp.kl_estimator == "k3" else kl_terms(log_ref_ratio, hp.kl_estimator)
                 if hp.kl_is_weight:                     # TRL use_bias_correction_kl
                     penalty = penalty * (logp - mb["logp"]).clamp(max=20).exp()
-                return Evaluation(logp=logp, entropy=policy.entropy(len(logp)), loss=hp.beta * penalty.mean(),
-                                  metrics={"kl_ref": kl.mean()})
+                return MinibatchEval(logp=logp, entropy=policy.entropy(len(logp)), loss=hp.beta * penalty.mean(),
+                                     metrics={"kl_ref": kl.mean()})
 
             update_metrics, steps = ppo_update(policy, optimizer, batch, hp, hooks, evaluate, generator)
 

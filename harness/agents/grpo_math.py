@@ -1,7 +1,8 @@
 """GRPO's maths, in one place for every GRPO trainer (native token and Gaussian, TRL) and every fault
-that recomputes a piece of it: group statistics, group-relative advantages, KL estimators,
-importance weights for the sampler/trainer mismatch, the metrics of that mismatch and of the
-reward groups, and the budget in updates.
+that recomputes a piece of it: group statistics, group-relative advantages (and as the fault's hooks
+lay out and change them), KL estimators, importance weights for the sampler/trainer mismatch, the
+metrics of that mismatch and of the reward groups, and the budget in updates; plus the sampler's
+weight schedule the native trainers share.
 
 Shapes: ``rewards`` [B] with B = n_prompts x G, prompt-major (the G completions of a prompt are
 adjacent); per-token tensors [B, T] with a boolean mask of real tokens.
@@ -9,9 +10,14 @@ adjacent); per-token tensors [B, T] with a boolean mask of real tokens.
 
 from __future__ import annotations
 
-import torch
+from typing import Any
 
+import torch
+from torch import nn
+
+from harness.agents.sampler import Sampler
 from harness.config import Experiment
+from harness.hooks import Hooks
 
 
 def group_std(groups: torch.Tensor) -> torch.Tensor:
@@ -33,14 +39,24 @@ def group_advantages(rewards: torch.Tensor, group_size: int, scale: str, eps: fl
     return centred / (std + eps)
 
 
-def kl_terms(log_ref_ratio: torch.Tensor, estimator: str) -> torch.Tensor:
+def hooked_group_advantages(rewards: torch.Tensor, hp: Any, hooks: Hooks) -> torch.Tensor:
+    """The advantages a GRPO trainer uses: :func:`group_advantages` (``hp.scale``, ``hp.adv_eps``)
+    over the rewards as the group-layout hook groups them, through the group-advantages hook."""
+    layout = hooks.group_layout(rewards, hp.group_size)
+    return hooks.group_advantages(layout, hp.group_size,
+                                  group_advantages(layout, hp.group_size, hp.scale, hp.adv_eps))
+
+
+def kl_terms(log_ref_ratio: torch.Tensor, estimator: str, clamp: float | None = None) -> torch.Tensor:
     """Per-token KL(policy || reference) estimate from d = log(pi_ref / pi) on the policy's samples:
-    k1 = -d, k2 = d^2 / 2, k3 = e^d - d - 1 (TRL's and verl's low_var_kl)."""
+    k1 = -d, k2 = d^2 / 2, k3 = e^d - d - 1 (TRL's and verl's low_var_kl); ``clamp`` caps d inside
+    k3's exp (sequence-level log-probs of many dimensions can overflow)."""
     if estimator == "k1":
         return -log_ref_ratio
     if estimator == "k2":
         return 0.5 * log_ref_ratio.pow(2)
-    return log_ref_ratio.exp() - log_ref_ratio - 1
+    capped = log_ref_ratio if clamp is None else log_ref_ratio.clamp(max=clamp)
+    return capped.exp() - log_ref_ratio - 1
 
 
 def importance_weights(trainer_logp: torch.Tensor, sampler_logp: torch.Tensor, mask: torch.Tensor,
@@ -94,3 +110,13 @@ def group_metrics(rewards: torch.Tensor, advantages: torch.Tensor, group_size: i
         "group_reward_std_mean": float(group_std(groups).mean()),
         "frac_reward_zero_std": float((groups.amax(1) == groups.amin(1)).float().mean()),
     }
+
+
+def refresh_sampler(sampler: Sampler, policy: nn.Module, update: int, hp: Any, hooks: Hooks) -> None:
+    """The sampler's weights before update ``update``'s rollout: cast to this update's precision, the
+    trainer's current weights queued, and every ``sync_every`` updates (as the sync-sampler hook
+    decides) the version ``sampler_lag`` updates old loaded."""
+    sampler.set_precision(hp.sampler_precision)
+    sampler.push(policy, update, hp.sampler_lag)
+    if hooks.sync_sampler(update, due=update % hp.sync_every == 0):
+        sampler.sync()

@@ -21,23 +21,53 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import torch
 from gymnasium.wrappers.vector import NormalizeObservation, NormalizeReward
 
 from harness.agents.base import Trainer
-from harness.agents.core import Evaluation, ppo_update
+from harness.agents.core import MinibatchEval, ppo_update
 from harness.agents.networks import ActorCritic
-from harness.config import ConfigError, EnvConfig, Experiment
+from harness.config import ConfigError, EnvConfig, Experiment, PPOConfig
 from harness.envs import make_vec_env
+from harness.hooks import Hooks
 
 
 def updates_planned(exp: Experiment) -> int:
+    """How many updates the budget buys: one per ``num_envs x n_steps`` env steps."""
     return exp.env.total_timesteps // exp.algo.batch_size
 
 
+def begin_update(fault: Any, cfg: PPOConfig, update: int, n_updates: int) -> tuple[Hooks, PPOConfig]:
+    """The hooks and hyperparameters in force for update ``update`` of ``n_updates`` (the fault's,
+    from its onset), with ``lr`` the scheduled learning rate (warmup, annealing; the scheduled-lr
+    hook). Native PPO and SB3 start every update with it."""
+    hooks, hp = fault.begin_update(update, cfg)
+    return hooks, dataclasses.replace(hp, lr=hooks.scheduled_lr(hp, update, n_updates))
+
+
 def train(exp: Experiment) -> Iterator[dict]:
+    """Native PPO on ``exp``, one row of canonical metrics per update.
+
+    Set-up: the vector env (with the fault's wrappers; observation and reward normalisation outside
+    them), the actor-critic, Adam, and the rollout buffers ``[n_steps, num_envs]``. Each update then
+    reads top to bottom:
+
+    - the update's hooks and hyperparameters (:func:`begin_update`);
+    - rollout: ``n_steps`` steps of every env, with the episode-boundary hooks; a step that only
+      autoresets the env (gymnasium 1.x next-step autoreset) is marked invalid and not trained on;
+    - GAE through the GAE hook (a done step never bootstraps across the episode boundary), the value
+      targets, then the advantage hook; the batch is the transitions trained on (the valid ones,
+      unless the fault assumes same-step autoreset);
+    - the clipped-surrogate update (:func:`harness.agents.core.ppo_update`), whose ``evaluate``
+      adds the value loss ``vf_coef x MSE(value, return)``.
+
+    The yielded row holds the update and env step, whether the fault is active, the rollout's reward,
+    finished-episode return and length, the advantages (after the advantage hook), the rollout's
+    values and the value function's explained variance, the update metrics of ``ppo_update``, and,
+    for the run store, ``steps`` (one row per minibatch) and ``episodes`` (one per finished episode)."""
     cfg, fault = exp.algo, exp.fault
     torch.manual_seed(exp.seed)
     generator = torch.Generator().manual_seed(exp.seed)
@@ -67,8 +97,7 @@ def train(exp: Experiment) -> Iterator[dict]:
 
     try:
         for update in range(n_updates):
-            hooks, hp = fault.begin_update(update, cfg)
-            hp = dataclasses.replace(hp, lr=hooks.scheduled_lr(hp, update, n_updates))
+            hooks, hp = begin_update(fault, cfg, update, n_updates)
             if cfg.norm_obs:
                 obs_norm.update_running_mean = hooks.obs_norm_training()
 
@@ -123,11 +152,11 @@ def train(exp: Experiment) -> Iterator[dict]:
                                   if var_returns > 0 else np.nan)
 
             # ---- clipped-surrogate update -----------------------------------------
-            def evaluate(mb: dict[str, torch.Tensor]) -> Evaluation:
+            def evaluate(mb: dict[str, torch.Tensor]) -> MinibatchEval:
                 logp, entropy, value = model.evaluate(mb["obs"], mb["actions"])
                 value_loss = (value - mb["returns"]).pow(2).mean()
-                return Evaluation(logp=logp, entropy=entropy, loss=hp.vf_coef * value_loss,
-                                  metrics={"value_loss": value_loss})
+                return MinibatchEval(logp=logp, entropy=entropy, loss=hp.vf_coef * value_loss,
+                                     metrics={"value_loss": value_loss})
 
             update_metrics, steps = ppo_update(model, optimizer, batch, hp, hooks, evaluate, generator)
 

@@ -29,7 +29,6 @@ norm, optimizer steps, parameter change, non-finite values) is measured by instr
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Iterator
 from typing import Any
@@ -48,7 +47,7 @@ from torch.nn.utils import parameters_to_vector
 
 from harness.agents.base import FrameworkTrainer
 from harness.agents.core import MinibatchStats, ratio_stats
-from harness.agents.ppo import updates_planned
+from harness.agents.ppo import begin_update, updates_planned
 from harness.config import ConfigError, EnvConfig, Experiment
 from harness.hooks import HEALTHY, Hooks, overrides
 
@@ -284,6 +283,16 @@ def _schedule(instrument: Instrument, name: str):
 
 
 def train(exp: Experiment) -> Iterator[dict]:
+    """SB3's PPO on ``exp``, one row of canonical metrics per update (the same row as native PPO's).
+
+    Set-up: SB3's vector env with the fault's wrapper (and the episode-boundary adapter when the fault
+    acts there), ``VecNormalize`` when normalising, and a ``PPO`` with the instrumented policy,
+    rollout buffer and (for a zero-grad fault) optimizer; the schedules read this update's values
+    from the instrument. Each update: this update's hooks and hyperparameters
+    (:func:`harness.agents.ppo.begin_update`) set on the model, one ``learn()`` call of ``batch_size``
+    env steps (rollout and update), then the row: rollout metrics from the recorder, update metrics
+    measured by the instrument, the values SB3 logs where they are canonical (cross-checked against
+    the measured ones), the parameter change, ``steps`` (one row per minibatch) and ``episodes``."""
     cfg, fault = exp.algo, exp.fault
     TRAINER.check_expressible(fault, cfg)
     instrument = Instrument()
@@ -323,8 +332,7 @@ def train(exp: Experiment) -> Iterator[dict]:
 
     try:
         for update in range(n_updates):
-            hooks, hp = fault.begin_update(update, cfg)
-            hp = dataclasses.replace(hp, lr=hooks.scheduled_lr(hp, update, n_updates))
+            hooks, hp = begin_update(fault, cfg, update, n_updates)
             instrument.hooks, instrument.hp = hooks, hp
             minibatch_size = hp.batch_size // hp.n_minibatches
             instrument.reset(per_epoch=-(-cfg.batch_size // minibatch_size))
@@ -388,7 +396,7 @@ class SB3Trainer(FrameworkTrainer):
 
     def check_config(self, fault: Hooks, algo) -> None:
         for hp, whose in ((algo, "the config"), (fault.hyperparams(algo), f"fault {fault.name}")):
-            if getattr(hp, "grad_accum", 1) > 1:
+            if hp.grad_accum > 1:
                 raise ConfigError(f"{whose} cannot be expressed on backend=sb3: algo.grad_accum="
                                   f"{hp.grad_accum} (SB3's PPO takes one optimizer step per minibatch, with no "
                                   "gradient accumulation)")

@@ -57,12 +57,20 @@ from typing import Any
 
 import numpy as np
 import torch
+from gymnasium.wrappers.vector import TransformReward
 from torch.nn.utils import parameters_to_vector
 
 from harness.agents import sft
 from harness.agents.base import FrameworkTrainer
 from harness.agents.core import MinibatchStats, aggregate, masked_mean, ratio_stats
-from harness.agents.grpo_math import group_advantages, group_metrics, sampler_mismatch, updates_planned
+from harness.agents.grpo_math import (
+    group_advantages,
+    group_metrics,
+    hooked_group_advantages,
+    kl_terms,
+    sampler_mismatch,
+    updates_planned,
+)
 from harness.agents.hf import export_hf, trl_grpo_args
 from harness.agents.sampler import filter_logits
 from harness.config import ConfigError, EnvConfig, Experiment
@@ -219,8 +227,6 @@ def _reward_transform(fault: Hooks, task: Any) -> Any:
     """The per-reward function a fault's env wrapper applies (a gymnasium TransformReward), or None."""
     if not overrides(fault, "wrap_env"):
         return None
-    from gymnasium.wrappers.vector import TransformReward
-
     wrapped = fault.wrap_env(task)
     if not isinstance(wrapped, TransformReward):
         raise ConfigError(f"fault {fault.name} cannot be expressed on backend=trl: its env wrapper is not a reward "
@@ -244,6 +250,7 @@ def _weights(model: Any, state: dict[str, torch.Tensor] | None) -> Iterator[None
 
 
 def _trainer_class(rec: Recorder) -> type:
+    """TRL's GRPOTrainer, subclassed to record into ``rec`` (TRL is imported only here: the extra)."""
     from trl import GRPOTrainer
 
     class InstrumentedGRPOTrainer(GRPOTrainer):
@@ -406,8 +413,7 @@ def rollout(trainer: Any, rec: Recorder, out: dict[str, Any]) -> dict[str, Any]:
     if not torch.allclose(healthy_adv, out["advantages"], atol=1e-4, rtol=1e-4):
         raise RuntimeError("the advantages recomputed from the rewards disagree with TRL's: TRL changed under us")
     if (overrides(fault, "group_advantages") or overrides(fault, "group_layout")) and hooks is not HEALTHY:
-        layout = hooks.group_layout(r, G)
-        out["advantages"] = hooks.group_advantages(layout, G, group_advantages(layout, G, hp.scale, hp.adv_eps))
+        out["advantages"] = hooked_group_advantages(r, hp, hooks)
     advantages = out["advantages"]
     rec.env_step += int(lengths.sum())
     terminated = lengths[ended].float()
@@ -447,16 +453,16 @@ def minibatch(trainer: Any, rec: Recorder, inputs: dict[str, Any], loss: torch.T
         kl = kl_logged = math.nan
         if trainer.beta != 0.0:
             d = inputs["ref_per_token_logps"] - logp
-            k3 = d.exp() - d - 1
+            k3 = kl_terms(d, "k3")
             kl = float(masked_mean(k3, mask))
             # TRL logs the KL term as its loss uses it: times the ratio under use_bias_correction_kl
             kl_logged = float(masked_mean(k3 * ratio, mask)) if trainer.args.use_bias_correction_kl else kl
         logged = trainer._metrics["train"]
         TRAINER.crosscheck({"entropy": entropy, "clip_low_frac": stats["clip_low_frac"],
-                    "clip_high_frac": stats["clip_high_frac"], "kl_ref": kl_logged},
-                   {"entropy": logged["entropy"][-1], "clip_low_frac": logged["clip_ratio/low_mean"][-1],
-                    "clip_high_frac": logged["clip_ratio/high_mean"][-1],
-                    "kl_ref": logged["kl"][-1] if trainer.beta != 0.0 else math.nan})
+                            "clip_high_frac": stats["clip_high_frac"], "kl_ref": kl_logged},
+                           {"entropy": logged["entropy"][-1], "clip_low_frac": logged["clip_ratio/low_mean"][-1],
+                            "clip_high_frac": logged["clip_ratio/high_mean"][-1],
+                            "kl_ref": logged["kl"][-1] if trainer.beta != 0.0 else math.nan})
         value = float(loss) * trainer.current_gradient_accumulation_steps
         rec.nonfinite |= not math.isfinite(value)
         per_pass = max(1, trainer.args.steps_per_generation)
@@ -484,7 +490,18 @@ def finish_update(trainer: Any, rec: Recorder) -> None:
 
 
 def train(exp: Experiment) -> Iterator[dict]:
+    """TRL's GRPOTrainer on ``exp``, one row of canonical metrics per update (the native GRPO row).
+
+    Set-up: the warm-up checkpoint as a Hugging Face model with its tokenizer, the task's prompts as
+    a dataset, one reward function per task reward (through the fault's reward hooks), the
+    ``GRPOConfig`` a TRL user writes (:func:`grpo_args`; ``max_steps`` covers every update's
+    optimizer steps) and the instrumented trainer subclass (:func:`_trainer_class`). TRL's own
+    training loop runs in a worker thread: each generation batch begins an update
+    (:func:`begin_update`), :func:`rollout` and :func:`minibatch` measure it, and
+    :func:`finish_update` puts its row on a queue this generator yields from. The last row also
+    carries TRL's ``trainer_state.json`` (``files``); a training error is raised here."""
     _require()
+    from datasets import Dataset
     from transformers import LlamaForCausalLM, PreTrainedTokenizerFast, TrainerCallback
     from transformers.trainer_callback import PrinterCallback
 
@@ -503,8 +520,6 @@ def train(exp: Experiment) -> Iterator[dict]:
     rec = Recorder(exp=exp, weights=dict(task.reward_weights), rows=queue.Queue())
     transform = _reward_transform(fault, task)
     reward_funcs = [_reward_fn(name, rec, task, transform) for name in rec.weights]
-    from datasets import Dataset
-
     data = Dataset.from_list(dataset_rows(exp, n_updates * configured.n_prompts))
     tokenizer = PreTrainedTokenizerFast.from_pretrained(str(hf_dir))
     model = LlamaForCausalLM.from_pretrained(str(hf_dir))

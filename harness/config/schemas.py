@@ -59,6 +59,11 @@ class PPOConfig:
         "ent_coef", "vf_coef", "max_grad_norm", "norm_adv", "hidden", "target_kl", "norm_obs", "norm_reward",
         "anneal_lr", "warmup_updates", "grad_accum")
 
+    # what the shared update core (harness/agents/core.py UpdateHP) reads and PPO has no setting for:
+    # constants, not fields (the fields are a run's identity)
+    loss_agg: ClassVar[str] = "token_mean"     # per-sample losses: the mean over the minibatch
+    log_ratio_clamp: ClassVar[float] = 0.0     # no clamp of log r (CleanRL, SB3)
+
     def validate(self) -> None:
         for name in ("num_envs", "n_steps", "n_epochs", "n_minibatches", "hidden", "grad_accum"):
             check_range("algo", name, getattr(self, name), ge=1, kind=int)
@@ -180,12 +185,14 @@ class GRPOConfig:
         "use_sampler_logprobs", "is_correction", "is_clip_max", "is_clip_min", "kl_estimator", "kl_is_weight",
         "grad_accum")
 
-    # the shared update core reads these names
+    # what the shared update core (harness/agents/core.py UpdateHP) reads under another name, or
+    # GRPO has no setting for: a property and constants, not fields (the fields are a run's identity)
     @property
     def n_epochs(self) -> int:
         return self.num_iterations
 
-    norm_adv = False                 # group-relative advantages are not renormalised per minibatch
+    norm_adv: ClassVar[bool] = False            # group-relative advantages are not renormalised per minibatch
+    target_kl: ClassVar[float | None] = None    # no early stopping (SB3's; TRL and verl have none)
 
     @property
     def batch_size(self) -> int:
