@@ -18,10 +18,10 @@ from faults.base import Fault
 @dataclass
 class AdvSignFlip(Fault):
     name = "adv_sign_flip"
-    description = "advantages are negated after the value targets are set: the policy learns to prefer worse actions"
+    description = ("advantages are negated after the value targets are set (native: after GAE; SB3: in "
+                   "rollout_buffer_class compute_returns_and_advantage): the policy learns to prefer worse actions")
     provenance = ("synthetic: a sign slip in advantages = returns - values; same outcome as on-policy PR#13 "
                   "(\"collapses the performance\") and RoboVerse PR#814 (\"learned the wrong sign\")")
-    acts_on = "advantage hook (native after GAE; SB3: rollout_buffer_class compute_returns_and_advantage)"
     algos = ("ppo",)
     backends = ("native", "sb3")
     expected = ('return_falls',)

@@ -51,10 +51,10 @@ class AdvStdNoFloor(Fault):
 
     name = "adv_std_no_floor"
     description = ("advantages divided by a group std with no usable floor: fp32 residue in a leave-one-out std "
-                   "makes one advantage ~1000x too large (or, without epsilon, a uniform group gives 0/0 = NaN)")
+                   "makes one advantage ~1000x too large (or, variant zero_std, adv_eps -> 0: without epsilon a "
+                   "uniform group gives 0/0 = NaN)")
     provenance = ("NVIDIA-NeMo/RL PR 4161 (7-vs-1 split on a non-dyadic reward: std ~1.6e-4, advantage ~4000x, "
                   "advantages/max 7428, grad_norm 35); PR 4158 (-2075); NeMo-RL#1518 (+-1,000,000)")
-    acts_on = "update-loop hook: advantages (zero_std: effective hyperparameter adv_eps -> 0)"
     algos = ("grpo",)
     backends = ("native", "trl")
     expected = ("adv_nonfinite_or_huge", "nonfinite")

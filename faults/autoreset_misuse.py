@@ -28,12 +28,11 @@ from faults.base import Fault
 class AutoresetMisuse(Fault):
     name = "autoreset_misuse"
     description = ("gymnasium's next-step autoreset handled as same-step: the phantom reset step (action ignored, "
-                   "reward 0) is trained on and bootstraps from the reset observation")
+                   "reward 0) becomes a transition, is trained on and bootstraps from the reset observation (SB3: a "
+                   "next-step-autoreset env adapter outside Monitor)")
     provenance = ("CleanRL#499 (scripts \"doesn't work anymore\" after Gymnasium 1.0); Gymnasium#1103 and PR#785 "
                   "(next-step autoreset: \"a dead action that does nothing\"); envpool#194 (\"will introduce off by "
                   "one errors ... in almost all Deep RL frameworks\")")
-    acts_on = ("rollout hook assumes_same_step_autoreset (reset steps become transitions); SB3: a next-step-autoreset "
-               "env adapter outside Monitor")
     algos = ("ppo",)
     backends = ("native", "sb3")
     expected = ('reward_diluted',)

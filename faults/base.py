@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields, replace
+import inspect
+from dataclasses import MISSING, dataclass, field, fields, replace
 from typing import Any, ClassVar
 
 from harness.config import ConfigError, check_range
 from harness.hooks import HEALTHY, Hooks
+from harness.hooks import acts_on as hook_sites
 
 #: how a fault shows up as a user meets it (DESIGN.md, "Faults"):
 #: - misconfigured: the user's config holds the bad value, so the configured hyperparameters a
@@ -14,6 +16,10 @@ from harness.hooks import HEALTHY, Hooks
 #: - overridden: the config says one thing and the code silently uses another;
 #: - code bug: a hook changes what the update computes; config and logged values are untouched.
 FORMS = ("misconfigured", "overridden", "code bug")
+#: where the bad value lives in each form (what ``fault.form`` chooses)
+FORM_MEANING = {"misconfigured": "the bad value is in the config",
+                "overridden": "the config keeps the intended value, the update replaces it",
+                "code bug": "a hook changes what the update computes, the config is untouched"}
 
 
 def param(default: Any, doc: str, **bounds: Any) -> Any:
@@ -25,8 +31,9 @@ def param(default: Any, doc: str, **bounds: Any) -> Any:
 def form_param(default: str, *choices: str) -> Any:
     """The ``form`` parameter of a fault that users meet in more than one form."""
     assert default in choices and all(c in FORMS for c in choices)
-    return param(default, f"how the bug shows up: {' | '.join(choices)} (default: the most common real form)",
-                 kind=str, choices=choices)
+    meaning = "; ".join(f"{c}: {FORM_MEANING[c]}" for c in choices)
+    return param(default, f"how the bug shows up: {' | '.join(choices)} (default: the most common real form; "
+                 f"{meaning})", kind=str, choices=choices)
 
 
 @dataclass
@@ -44,12 +51,39 @@ class Fault(Hooks):
     form: ClassVar[str] = "code bug"
     #: "training" (the run is broken) or "telemetry" (training is healthy, a logged metric is wrong)
     kind: ClassVar[str] = "training"
-    #: where it acts: "env wrapper", "effective hyperparameter" or "update-loop hook"
-    acts_on: ClassVar[str] = ""
+    #: where it acts, computed from the hooks the class overrides (harness.hooks.acts_on), e.g.
+    #: "effective hyperparameter: hyperparams; update-loop hook: old_logprob"; never set by hand
+    acts_on: ClassVar[str] = "nothing"
     algos: ClassVar[tuple[str, ...]] = ("ppo", "grpo")
     backends: ClassVar[tuple[str, ...]] = ("native",)
     #: the expected signature (a hypothesis the catalogue tests); the first is the primary one
     expected: ClassVar[tuple[str, ...]] = ()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "acts_on" in vars(cls):
+            raise TypeError(f"{cls.__qualname__}.acts_on is computed from the hooks it overrides; "
+                            "say anything more precise in its description")
+        cls.acts_on = hook_sites(cls)
+
+    @classmethod
+    def default_config(cls) -> dict[str, Any]:
+        """The config ``fault=<name>`` composes: ``_target_``, then every parameter at its default, in
+        the order the classes declare them (onset first). Part of a run's identity: do not reorder."""
+        cfg: dict[str, Any] = {"_target_": f"{cls.__module__}.{cls.__qualname__}"}
+        params = {f.name: f for f in fields(cls)}
+        for klass in reversed(cls.__mro__):
+            if "__dataclass_fields__" not in vars(klass):
+                continue
+            own = {f.name for f in fields(klass)}        # a ClassVar (Fault.form) is no field
+            for name in inspect.get_annotations(klass):
+                if name in own and name not in cfg:
+                    cfg[name] = params[name].default
+        missing = [name for name, value in cfg.items() if value is MISSING]
+        if missing or len(cfg) != len(params) + 1:
+            raise TypeError(f"fault {cls.name or cls.__qualname__}: every parameter needs a default "
+                            f"(param(default, doc)); missing: {', '.join(missing or sorted(set(params) - set(cfg)))}")
+        return cfg
 
     def __post_init__(self) -> None:
         for f in fields(self):

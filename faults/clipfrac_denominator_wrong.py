@@ -27,7 +27,6 @@ class ClipfracDenominatorWrong(Fault):
                    "count: both read width x too high (84x in the report); training is healthy")
     provenance = ("RLinf#1471 (actor/clip_fraction and approx_kl \"inflated by numel(broadcast) / "
                   "count_nonzero(loss_mask)\", \"84x\"; metrics only)")
-    acts_on = "ratio-metrics hook (the logged clipfrac and approx_kl only)"
     algos = ("ppo",)
     backends = ("native",)
     expected = ('clipfrac_impossible',)

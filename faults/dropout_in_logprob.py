@@ -36,12 +36,12 @@ class DropoutInLogprob(Fault):
                         kind=str, choices=tuple(PASSES))
 
     name = "dropout_in_logprob"
-    description = ("dropout is left on when the old and reference log-probs are computed: the ratio is not 1 on "
-                   "the first minibatch and the KL to the reference is noise from the first update")
+    description = ("dropout is left on when the old and reference log-probs are computed (those no-grad passes "
+                   "in training mode; setting: dropout): the ratio is not 1 on the first minibatch and the KL to the "
+                   "reference is noise from the first update")
     provenance = ("trl#3500 (GPT2-style model with dropout 0.1: KL 'thousands to tens of thousands ... at the very "
                   "first training step'), trl PR #3234 (disable_dropout: 'ratios of the PPO to be not 1s during the "
                   "first epoch'), trl#2042")
-    acts_on = "update-loop hook: dropout_active (old / ref passes in training mode); setting: dropout"
     algos = ("grpo",)
     expected = ("kl_sampler_high", "sampler_mismatch_high")
 

@@ -23,15 +23,15 @@ from faults.base import Fault, form_param, param
 
 @dataclass
 class EntropySignFlip(Fault):
-    ent_coef: float = param(0.01, "the entropy coefficient the config holds (its magnitude)", gt=0, le=1)
     form: str = form_param("code bug", "code bug", "misconfigured")
+    ent_coef: float = param(0.01, "the entropy coefficient the config holds (its magnitude)", gt=0, le=1)
 
     name = "entropy_sign_flip"
-    description = "the entropy bonus becomes a penalty (ent_coef enters with the wrong sign): exploration collapses"
+    description = ("the entropy bonus becomes a penalty (ent_coef -> -ent_coef in the update; form code bug: the "
+                   "config keeps +ent_coef): exploration collapses")
     provenance = ("omnisafe PR#133 (\"currently PPO on the main branch minimizes entropy\"); optimate PR#250 (\"the "
                   "sign error for maximizing entropy bonus\"); garage#628 (\"why we had to turn off "
                   "entropy-regularization\")")
-    acts_on = "hyperparameter ent_coef -> -ent_coef (code bug: the config keeps +ent_coef)"
     algos = ("ppo",)
     backends = ("native", "sb3")
     expected = ('entropy_collapse',)

@@ -32,7 +32,6 @@ class EosMasked(Fault):
                    "completion length drifts (towards the limit in long runs)")
     provenance = ("RAGEN#59 (EOS masked out of the training mask; fixed so the mask reaches <im_end>), "
                   "reasoning-from-scratch PR #185 (EOS not in the gradient: 'may unlearn generating stop tokens')")
-    acts_on = "update-loop hook: completion_mask (EOS removed)"
     algos = ("grpo",)
     backends = ("native", "trl")
     expected = ("completions_truncated",)

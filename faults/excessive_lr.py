@@ -22,11 +22,11 @@ class ExcessiveLR(Fault):
     form: str = form_param("misconfigured", "misconfigured", "overridden")
 
     name = "excessive_lr"
-    description = "the learning rate is multiplied by a large factor: the ratio and KL explode, entropy collapses, values may go NaN"
+    description = ("the learning rate is multiplied by a large factor (lr * factor): the ratio and KL explode, "
+                   "entropy collapses, values may go NaN")
     provenance = ("ml-agents#1237 (reward collapses; 'especially a really high learning rate'); SB3#324 "
                   "('exploding KL divergence and explained variance becoming negative ... Lowering the "
                   "learning rate makes it more stable')")
-    acts_on = "hyperparameter: lr * factor (misconfigured: in the config; overridden: replaced in the update)"
     backends = ("native", "sb3", "trl")
     expected = ("kl_explodes", "kl_high", "entropy_collapse")
 

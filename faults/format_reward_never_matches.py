@@ -26,7 +26,6 @@ class FormatRewardNeverMatches(Fault):
                    "total reward still rises through correctness")
     provenance = ("unsloth#1761 (format rewards 'always zero ... the total rewards are increasing'); R1-V#124; "
                   "simple_GRPO#19")
-    acts_on = "update-loop hook: reward_scores"
     algos = ("grpo",)
     backends = ("native", "trl")
     expected = ("reward_fn_zero",)

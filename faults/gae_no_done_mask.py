@@ -26,12 +26,12 @@ class GAENoDoneMask(Fault):
                          kind=str, choices=("carry", "both"))
 
     name = "gae_no_done_mask"
-    description = ("the GAE recursion is not reset at episode ends: the next episode's advantages flow into the "
-                   "last steps of the previous one")
+    description = ("the GAE recursion is not reset at episode ends (native compute_gae; SB3: rollout_buffer_class "
+                   "compute_returns_and_advantage): the next episode's advantages flow into the last steps of the "
+                   "previous one")
     provenance = ("Super-mario-bros-PPO-pytorch#21 (\"forgets to reset GAE to zero\" ... \"The agent does not learn "
                   "anything\"); RoboVerse PR#814 (\"ending an episode paid a bonus\"); RLMutation "
                   "missing_terminal_state")
-    acts_on = "GAE hook (native compute_gae; SB3: rollout_buffer_class compute_returns_and_advantage)"
     algos = ("ppo",)
     backends = ("native", "sb3")
     expected = ('return_falls',)

@@ -28,11 +28,11 @@ class GradAccumDoubleScaling(Fault):
                              ge=2, le=64, kind=int)
 
     name = "grad_accum_double_scaling"
-    description = ("with gradient accumulation the loss is divided by the accumulation count twice: gradients, "
-                   "logged loss and grad norm shrink by the count; Adam hides most of it")
+    description = ("with gradient accumulation (setting: grad_accum = accum_steps) each micro-batch's loss is divided "
+                   "by the accumulation count twice: gradients, logged loss and grad norm shrink by the count; Adam "
+                   "hides most of it")
     provenance = ("ms-swift#10117 (loss and gradient \"g/4\" at gradient_accumulation_steps=4, effective lr depends on "
                   "it, logged loss divided by G); fixed by ms-swift PR#10116")
-    acts_on = "loss hook (each microbatch loss / accum_steps again); setting: grad_accum = accum_steps"
     algos = ("ppo",)
     backends = ("native",)
     expected = ('grad_norm_small',)

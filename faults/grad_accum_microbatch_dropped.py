@@ -25,11 +25,11 @@ class GradAccumMicrobatchDropped(Fault):
                              ge=2, le=64, kind=int)
 
     name = "grad_accum_microbatch_dropped"
-    description = ("with gradient accumulation only the last micro-batch's gradient reaches the optimizer step: the "
-                   "effective batch is 1/accum_steps of the configured one; the logged loss is unchanged")
+    description = ("with gradient accumulation (setting: grad_accum = accum_steps) only the last micro-batch's "
+                   "gradient reaches the optimizer step: the effective batch is 1/accum_steps of the configured one; "
+                   "the logged loss is unchanged")
     provenance = ("open-instruct PR #1498 (ZeRO-2: 'only the last micro-batch's gradient survives to step()'), "
                   "torchtitan PR #3575 ('zeroing grad from all micro-batches except the last one'), starVLA#395")
-    acts_on = "update-loop hook: microbatch_backward (last only); setting: grad_accum = accum_steps"
     algos = ("grpo",)
     backends = ("native", "trl")
     expected = ("grad_norm_small",)

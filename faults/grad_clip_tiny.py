@@ -16,15 +16,14 @@ from faults.base import Fault, form_param, param
 
 @dataclass
 class GradClipTiny(Fault):
-    max_grad_norm: float = param(1e-6, "the gradient-norm cap in effect (0: every gradient is zeroed)", ge=0, le=1e-2)
     form: str = form_param("misconfigured", "misconfigured", "overridden")
+    max_grad_norm: float = param(1e-6, "the gradient-norm cap in effect (0: every gradient is zeroed)", ge=0, le=1e-2)
 
     name = "grad_clip_tiny"
     description = ("max_grad_norm so small that every clipped gradient falls under Adam's epsilon: updates vanish, "
                    "the ratio stays near 1 and the return flat")
     provenance = ("strands-labs/robots PR#2028 (max_grad_norm 0: \"0 of 34,701 parameters moved\" while training "
                   "reported success)")
-    acts_on = "hyperparameter max_grad_norm (misconfigured: in the config; overridden: replaced in the update)"
     algos = ("ppo",)
     backends = ("native", "sb3")
     expected = ('approx_kl_tiny',)

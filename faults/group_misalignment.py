@@ -34,10 +34,11 @@ class GroupMisalignment(Fault):
 
     name = "group_misalignment"
     description = ("the group baseline mixes completions of different prompts (a generation-major batch reshaped "
-                   "prompt-major): advantages no longer compare answers to the same prompt and learning stalls")
+                   "prompt-major): advantages no longer compare answers to the same prompt and learning stalls "
+                   "(variant misassigned: each completion is trained with another's advantage; mixed_groups: its "
+                   "own reward with a mixed baseline)")
     provenance = ("tunix PR #820 ('mixing generations from different prompts ... the model failing to learn'); "
                   "d1#19")
-    acts_on = "update-loop hook: group_layout (misassigned) / advantages (mixed_groups)"
     algos = ("grpo",)
     backends = ("native", "trl")
     expected = ("reward_stalls",)

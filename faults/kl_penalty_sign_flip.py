@@ -21,11 +21,11 @@ from faults.base import Fault
 @dataclass
 class KLPenaltySignFlip(Fault):
     name = "kl_penalty_sign_flip"
-    description = ("the KL term is subtracted from the loss instead of added: the policy is pushed away from "
-                   "the reference and KL to it grows; the configured and logged coefficient stay positive")
+    description = ("the KL term is subtracted from the loss instead of added (beta -> -beta in the loss): the policy "
+                   "is pushed away from the reference and KL to it grows; the configured and logged coefficient stay "
+                   "positive")
     provenance = ("verl PR #179 (commit a65c9157: policy_loss - kl_loss * kl_loss_coef, 'the kl loss is "
                   "maximized'); Logic-RL#58; ToolRL#52 ('training becomes unstable and eventually collapses')")
-    acts_on = "effective hyperparameter: beta -> -beta in the loss (the config keeps +beta)"
     algos = ("grpo",)
     backends = ("native", "trl")
     expected = ("kl_ref_explodes",)

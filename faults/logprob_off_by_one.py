@@ -27,7 +27,6 @@ class LogprobOffByOne(Fault):
     description = ("the trainer scores each token with the logits of the wrong position: its log-probs disagree "
                    "with the sampler's from the start and the policy learns nothing useful")
     provenance = "LightRFT PR #53 (a silent gather misalignment: K3 = 11, against 0.037 once aligned: 275x)"
-    acts_on = "update-loop hook: logit_shift"
     algos = ("grpo",)
     expected = ("sampler_mismatch_high", "kl_sampler_high")
 

@@ -22,10 +22,10 @@ class LRScheduleOffByOne(Fault):
 
     name = "lr_schedule_off_by_one"
     description = ("the scheduler steps after the update, so update u runs at the rate meant for u - 1: the first "
-                   "update at lr 0, the warmup one update late")
+                   "update at lr 0, the warmup one update late (setting: warmup_updates; SB3: the learning-rate "
+                   "schedule callable)")
     provenance = ("verl#3674 (\"sets LR to 0 for the first weight update since `self.actor_lr_scheduler.step` "
                   "called after the `self.actor.update_policy`\")")
-    acts_on = "lr-schedule hook (SB3: the learning-rate schedule callable); setting: warmup_updates"
     algos = ("ppo",)
     backends = ("native", "sb3")
     expected = ('first_update_frozen',)

@@ -13,15 +13,14 @@ from faults.base import Fault, form_param, param
 
 @dataclass
 class LRTooLow(Fault):
-    factor: float = param(100.0, "the intended learning rate is divided by this", gt=1, le=1e9)
     form: str = form_param("misconfigured", "misconfigured", "overridden")
+    factor: float = param(100.0, "the intended learning rate is divided by this", gt=1, le=1e9)
 
     name = "lr_too_low"
-    description = ("the learning rate is divided by a large factor: approx_kl and clip fraction stay tiny, learning "
-                   "stalls")
+    description = ("the learning rate is divided by a large factor (lr / factor): approx_kl and clip fraction stay "
+                   "tiny, learning stalls")
     provenance = ("MAProj#3 (\"The learning rate ... is too small, it takes a very long time to converge\"); "
                   "AutoTrainer slow-convergence rule")
-    acts_on = "hyperparameter lr / factor (misconfigured: in the config; overridden: replaced in the update)"
     algos = ("ppo",)
     backends = ("native", "sb3")
     expected = ('approx_kl_tiny',)

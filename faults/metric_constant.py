@@ -27,7 +27,6 @@ class MetricConstant(Fault):
     provenance = ("RLinf#1529 (value_clip_ratio compares the post-clip update against the clip bound: \"the metric is "
                   "identically zero no matter how far the value head moves\"), fixed by RLinf PR#1530; verl PR#972 "
                   "(\"pg_clipfrac_lower is always 0 by mistake\")")
-    acts_on = "ratio-metrics hook (the logged clipfrac only)"
     algos = ("ppo",)
     backends = ("native",)
     expected = ('clipfrac_inconsistent',)

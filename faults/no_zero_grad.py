@@ -21,6 +21,7 @@ from typing import Any
 import torch
 
 from faults.base import Fault, param
+from harness.hooks import Hooks
 
 
 @dataclass
@@ -29,11 +30,10 @@ class NoZeroGrad(Fault):
                          kind=str, choices=("never", "epoch", "update"))
 
     name = "no_zero_grad"
-    description = ("zero_grad is never called: each minibatch's gradient is added to all previous ones, so every "
-                   "step follows stale gradients")
+    description = ("zero_grad is never called (SB3: through policy_kwargs optimizer_class): each minibatch's "
+                   "gradient is added to all previous ones, so every step follows stale gradients")
     provenance = ("DN-DETR#19 (\"you forgot optimizer.zero_grad() ... you accumulate all gradients\"); pytorch#47175 "
                   "(\"an extremely nasty bug\"); tt-blacksmith PR#711; trl#583 (\"curves were looking way worse\")")
-    acts_on = "zero-grad hook (SB3: policy_kwargs optimizer_class)"
     algos = ("ppo",)
     backends = ("native", "sb3")
     expected = ('kl_high',)
@@ -42,10 +42,11 @@ class NoZeroGrad(Fault):
         super().__post_init__()
         self._calls, self._per_epoch = 0, 1
 
-    def hyperparams(self, hp: Any) -> Any:
-        """Called at the start of every active update: the counting restarts."""
+    def begin_update(self, update: int, configured: Any) -> tuple[Hooks, Any]:
+        """The counting restarts at every update (not through the hyperparams hook, which it does not change)."""
+        hooks, hp = super().begin_update(update, configured)
         self._calls, self._per_epoch = 0, max(getattr(hp, "n_minibatches", 1), 1)
-        return hp
+        return hooks, hp
 
     def zero_grad(self, optimizer: torch.optim.Optimizer) -> None:
         first = self._calls == 0

@@ -10,6 +10,5 @@ class NoFault(Fault):
     name = "none"
     description = "no fault: the healthy agent"
     provenance = "-"
-    acts_on = "nothing"
     backends = ("native", "sb3", "trl")
     expected = ()

@@ -21,11 +21,11 @@ from faults.base import Fault
 @dataclass
 class ObsNormFrozen(Fault):
     name = "obs_norm_frozen"
-    description = ("observation normalisation never updates its running mean and variance (training=False): "
+    description = ("observation normalisation never updates its running mean and variance (native: "
+                   "NormalizeObservation.update_running_mean; SB3: VecNormalize.training = False; setting: norm_obs): "
                    "the policy sees observations scaled by stale statistics")
     provenance = ("synthetic: SB3's evaluation switch VecNormalize.training = False (stable-baselines#779) left off "
                   "during training")
-    acts_on = "obs-norm hook (NormalizeObservation.update_running_mean; SB3: VecNormalize.training); setting: norm_obs"
     algos = ("ppo",)
     backends = ("native", "sb3")
     expected = ('explained_variance_negative',)

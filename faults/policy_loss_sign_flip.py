@@ -28,7 +28,6 @@ class PolicyLossSignFlip(Fault):
                    "moves away from advantageous actions")
     provenance = ("RLMutation incorrect_loss_function on SB3 PPO (policy_loss = th.min(...).mean(), no minus); "
                   "safe-grid-agents PR#28 (\"negative sign being distributed through a `min`\")")
-    acts_on = "surrogate hook (the per-sample clipped loss)"
     algos = ("ppo",)
     backends = ("native",)
     expected = ('return_falls',)

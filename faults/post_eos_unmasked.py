@@ -31,7 +31,6 @@ class PostEosUnmasked(Fault):
                    "and the token-mean denominator; generation and reward are untouched")
     provenance = ("verl#3805 (padding in the response mask 'contribute[s] to training loss calculations': gradient "
                   "noise and instability), trl PR #7039 (tokens after a secondary EOS kept in the loss)")
-    acts_on = "update-loop hook: completion_mask (all positions)"
     algos = ("grpo",)
     backends = ("native", "trl")
     expected = ("logp_per_token_low",)

@@ -34,7 +34,6 @@ class RatioVsReference(Fault):
     provenance = ("issue 14's user log (motion GRPO: mean_ratio 4.85e8 = e^20, kl_penalty 197562, log-probs -8.3e5 "
                   "vs -1.03e6); trl PR #2837 (closed: ratio vs ref_per_token_logps proposed as a fix); "
                   "mlx-examples PR #1233 review ('using ref model log probs in ratio ... unbalances the loss')")
-    acts_on = "update-loop hook: behaviour_logprob"
     algos = ("grpo",)
     backends = ("native", "trl")
     expected = ("approx_kl_tracks_kl_ref", "ratio_explodes")

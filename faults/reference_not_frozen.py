@@ -38,7 +38,6 @@ class ReferenceNotFrozen(Fault):
     provenance = ("synthetic: ref_model = model in a hand-rolled GRPO loop (TRL builds a separate frozen "
                   "reference, verl a separate ref worker); TRL 0.14 computed reference log-probs inside "
                   "compute_loss, where this bug gives kl exactly 0")
-    acts_on = "update-loop hook: ref_logprob"
     algos = ("grpo",)
     backends = ("native", "trl")
     expected = ("kl_ref_tracks_update_drift", "kl_ref_zero")

@@ -25,12 +25,12 @@ class RewardScaleWrong(Fault):
     scale: float = param(1000.0, "rewards are multiplied by this", gt=0, le=1e9)
 
     name = "reward_scale_wrong"
-    description = ("rewards multiplied by 1e3 with no normalisation: the value loss and its gradient dwarf the "
-                   "policy's, the clipped gradient leaves the policy almost nothing")
+    description = ("rewards multiplied by 1e3 (a wrapper outside the episode monitor: reward -> reward * scale) with "
+                   "no normalisation: the value loss and its gradient dwarf the policy's, the clipped gradient leaves "
+                   "the policy almost nothing")
     provenance = ("SB3#2240 (large rewards, no VecNormalize: value_loss ~738k, explained_variance ~6e-8); "
                   "cleanrl#441 (rewards up to 1000: \"the loss from the value function is huge compared to the "
                   "policy loss, and training is unstable\")")
-    acts_on = "env wrapper outside the monitor: reward -> reward * scale"
     algos = ("ppo",)
     backends = ("native", "sb3")
     expected = ('value_loss_huge', 'approx_kl_tiny')

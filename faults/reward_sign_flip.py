@@ -21,11 +21,10 @@ from faults.base import Fault
 @dataclass
 class RewardSignFlip(Fault):
     name = "reward_sign_flip"
-    description = ("every reward is negated (a reward function written the wrong way round): the learner optimises the "
-                   "opposite of the task")
+    description = ("every reward is negated (a reward function written the wrong way round; a wrapper outside the "
+                   "episode monitor): the learner optimises the opposite of the task")
     provenance = ("trl#2714 / trl#2771 (reward_len = abs(20 - len): \"Isn't the reward *minimized* when "
                   "len(completion)==20\"; a fix proposed in trl PR#2777)")
-    acts_on = "env wrapper outside the monitor: reward -> -reward"
     algos = ("ppo",)
     backends = ("native", "sb3")
     expected = ('return_vs_length_anticorrelated',)

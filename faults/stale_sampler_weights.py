@@ -35,7 +35,6 @@ class StaleSamplerWeights(Fault):
     provenance = ("trl#5312 (sampling_logp_difference/mean 0.015 vs 0.201 with vLLM sleep mode: weights not "
                   "synced), trl PR #5313 / #5355 ('always generate with base weights'), ms-swift PR #7017, "
                   "verl PR #3461")
-    acts_on = "update-loop hook: sync_sampler"
     algos = ("grpo",)
     backends = ("native", "trl")
     expected = ("sampler_mismatch_high", "sampler_mismatch_grows")

@@ -18,15 +18,14 @@ from faults.base import Fault, form_param, param
 
 @dataclass
 class TargetKLTooStrict(Fault):
-    target_kl: float = param(1e-4, "the KL target in effect (early stop above 1.5 x this)", gt=0, le=1)
     form: str = form_param("misconfigured", "misconfigured", "overridden")
+    target_kl: float = param(1e-4, "the KL target in effect (early stop above 1.5 x this)", gt=0, le=1)
 
     name = "target_kl_too_strict"
     description = ("target_kl so small that SB3's early stopping ends every update after its first minibatch: one "
                    "optimizer step per update")
     provenance = ("synthetic: SB3's early stopping (SB3#1229: \"possible to not update due to high approx_kl_div\"); "
                   "sb3-contrib#292 reproduces early stops with target_kl=0.0003 (\"set low to ensure early stop\")")
-    acts_on = "hyperparameter target_kl (misconfigured: in the config; overridden: replaced in the update)"
     algos = ("ppo",)
     backends = ("native", "sb3")
     expected = ('optimizer_steps_short',)

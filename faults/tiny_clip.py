@@ -17,7 +17,6 @@ class TinyClip(Fault):
     provenance = ("synthetic: a clip range entered in the wrong unit (0.2 as 0.002) or copied from a recipe "
                   "for a different ratio scale; no public report of this exact value was found. The "
                   "post-training-toolkit heuristics flag clipfrac > 0.3 for this symptom")
-    acts_on = "hyperparameter: clip_range (misconfigured: in the config; overridden: replaced in the update)"
     backends = ("native", "sb3", "trl")
     expected = ("clipfrac_saturated", "approx_kl_tiny")
 

@@ -26,13 +26,13 @@ from faults.base import Fault
 @dataclass
 class TruncationAsTermination(Fault):
     name = "truncation_as_termination"
-    description = ("a time-limit truncation is recorded as termination: the last step of a truncated episode "
-                   "bootstraps nothing (value 0 past the limit), so states near the limit are under-valued")
+    description = ("a time-limit truncation is recorded as termination (SB3: an env adapter outside Monitor): the "
+                   "last step of a truncated episode bootstraps nothing (value 0 past the limit), so states near the "
+                   "limit are under-valued")
     provenance = ("SB3#1864 (TD target at TimeLimit.truncated should be r + gamma V(s')); skrl#449 (\"the future "
                   "value is zeroed out rather than bootstrapped. This under-values every state near a time limit\"); "
                   "CleanRL#457, CleanRL#198 (terminations and truncations or'd together; SB3 without timeout "
                   "handling \"stuck in the same suboptimum\"); keras-rl#298 (\"loss stays high\")")
-    acts_on = "rollout hook episode_end (truncated -> terminated); SB3: env adapter outside Monitor"
     algos = ("ppo",)
     backends = ("native", "sb3")
     expected = ('value_loss_high_at_time_limit',)

@@ -25,11 +25,11 @@ class TruncationKillsReward(Fault):
 
     name = "truncation_kills_reward"
     form = "misconfigured"
-    description = ("the completion length limit is shorter than the answer: every completion is cut before its "
-                   "answer is closed, every reward is 0, groups are uniform and the loss is 0")
+    description = ("the completion length limit (max_new_tokens; TRL max_completion_length) is shorter than the "
+                   "answer: every completion is cut before its answer is closed, every reward is 0, groups are "
+                   "uniform and the loss is 0")
     provenance = ("autocontext PR #1067 (clipped_ratio 1, mean_terminated_length 0, reward 0, frac_reward_zero_std "
                   "1, loss 0, grad_norm 0); trl#5697 (max_completion_length=256 truncates 97-99%); CoursIA#13596")
-    acts_on = "hyperparameter: max_new_tokens (TRL max_completion_length)"
     algos = ("grpo",)
     backends = ("native", "trl")
     expected = ("completions_truncated", "reward_zero", "groups_uniform")

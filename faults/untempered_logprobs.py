@@ -30,12 +30,12 @@ class UntemperedLogprobs(Fault):
                                gt=0.0, le=5.0)
 
     name = "untempered_logprobs"
-    description = ("the sampler samples at the configured temperature but the trainer's log-probs divide the logits "
-                   "by 1: sampler and trainer disagree on every token's log-prob from the start")
+    description = ("the sampler samples at the configured temperature (setting: temperature) but the trainer's "
+                   "log-probs divide the logits by 1: sampler and trainer disagree on every token's log-prob from "
+                   "the start")
     provenance = ("OpenRLHF PR #853 (KL log-probs 'ignore the temperature' used for rollout sampling), ms-swift "
                   "PR #8427 (training-side logits not temperature-scaled vs vLLM's processed_logprobs), "
                   "unsloth-zoo PR #832 (untempered MLX GRPO log-probs, 'agreed exactly only at temperature=1.0')")
-    acts_on = "update-loop hook: logprob_temperature (trainer -> 1.0); setting: temperature"
     algos = ("grpo",)
     backends = ("native", "trl")
     expected = ("sampler_mismatch_high", "kl_sampler_high")

@@ -26,11 +26,10 @@ from faults.base import Fault
 class ValueBootstrapStale(Fault):
     name = "value_bootstrap_stale"
     description = ("a truncated episode bootstraps from V(s_t), the state before its last step, instead of "
-                   "V(s_{t+1})")
+                   "V(s_{t+1}) (SB3: an env adapter outside Monitor hands it over as terminal_observation)")
     provenance = ("EmbodiChain PR#612 review (\"Timeouts bootstrap from wrong state ... values[:, t], which was "
                   "computed from the state before the action\"); rsl_rl#151 (\"r_t + gamma V(s_t) instead of "
                   "r_t + gamma V(s_{t+1})\", kept by design as \"the next best approximation\")")
-    acts_on = "rollout hook final_observation; SB3: env adapter outside Monitor (terminal_observation)"
     algos = ("ppo",)
     backends = ("native", "sb3")
     expected = ('value_loss_high_at_time_limit',)

@@ -16,15 +16,14 @@ from faults.base import Fault, form_param, param
 
 @dataclass
 class VfCoefTooLarge(Fault):
-    factor: float = param(100.0, "the intended vf_coef is multiplied by this", gt=1, le=1e4)
     form: str = form_param("misconfigured", "misconfigured", "overridden")
+    factor: float = param(100.0, "the intended vf_coef is multiplied by this", gt=1, le=1e4)
 
     name = "vf_coef_too_large"
     description = ("vf_coef multiplied by a large factor: the value loss fills the loss and the clipped gradient, "
                    "starving the policy's share of each step")
     provenance = ("synthetic: a unit or copy slip in vf_coef; ray PR#22171 notes higher value-loss coefficients "
                   "giving \"bad agents\" on CartPole (there from a value-clipping bug)")
-    acts_on = "hyperparameter vf_coef * factor (misconfigured: in the config; overridden: replaced in the update)"
     algos = ("ppo",)
     backends = ("native", "sb3")
     expected = ('vf_coef_effective_high',)

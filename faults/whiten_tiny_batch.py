@@ -32,7 +32,6 @@ class WhitenTinyBatch(Fault):
                   "SB3#265 "
                   "(\"invalid multinomial distribution\"), SB3#325, wheatley PR#93, TinyZero#101 (pg_loss, grad_norm "
                   "nan); fixed in SB3 by PR#1028")
-    acts_on = "hyperparameter n_minibatches = num_envs * n_steps"
     algos = ("ppo",)
     backends = ("native",)
     expected = ('nonfinite',)

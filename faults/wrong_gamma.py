@@ -16,16 +16,15 @@ from faults.base import Fault, form_param, param
 
 @dataclass
 class WrongGamma(Fault):
+    form: str = form_param("misconfigured", "misconfigured", "overridden")
     gamma: float = param(0.9, "the discount factor in effect", ge=0, lt=1)
     gae_lambda: float = param(0.99, "the GAE lambda in effect", ge=0, le=1)
-    form: str = form_param("misconfigured", "misconfigured", "overridden")
 
     name = "wrong_gamma"
     description = ("gamma 0.9 and lambda 0.99 (the two swapped): a 10-step horizon, so long-term consequences are "
                    "discounted away and values stay small")
     provenance = ("pytorch/rl PR#3679 (TorchRL PPOTrainer defaults gamma 0.9 / lmbda 0.99: \"causing the agent to "
                   "heavily discount future rewards and perform significantly worse\"); muPRL's gamma mutation")
-    acts_on = "hyperparameters gamma, gae_lambda (misconfigured: in the config; overridden: replaced in the update)"
     algos = ("ppo",)
     backends = ("native", "sb3")
     expected = ('explained_variance_negative',)

@@ -27,7 +27,6 @@ class ZeroReward(Fault):
     description = "every reward is replaced by 0 (a broken reward function or a dropped reward key)"
     provenance = ("RLinf#682 ('the rewards are always 0.0'); trl#3857 (uniform groups: 'loss': 0.0, "
                   "'grad_norm': 0.0, 'reward_std': 0.0, 'frac_reward_zero_std': 1.0)")
-    acts_on = "env wrapper: reward -> 0"
     backends = ("native", "sb3", "trl")
     expected = ("reward_zero", "value_to_zero")
 

@@ -195,3 +195,45 @@ def overridden(hooks: Hooks | type[Hooks]) -> tuple[str, ...]:
     cls = hooks if isinstance(hooks, type) else type(hooks)
     return tuple(name for name, value in vars(Hooks).items()
                  if callable(value) and not name.startswith("_") and getattr(cls, name) is not value)
+
+
+#: where each hook acts, as a fault's ``acts_on`` names it (:func:`acts_on`); every hook has one
+HOOK_SITES: dict[str, str] = {
+    "wrap_env": "env wrapper",
+    "hyperparams": "effective hyperparameter",
+    "scheduled_lr": "effective hyperparameter",
+    "episode_end": "rollout",
+    "final_observation": "rollout",
+    "assumes_same_step_autoreset": "rollout",
+    "obs_norm_training": "rollout",
+    "gae": "advantage estimation",
+    "advantages": "advantage estimation",
+    "group_layout": "advantage estimation",
+    "group_advantages": "advantage estimation",
+    "sync_sampler": "sampler",
+    "sampler_logits": "sampler",
+    "reward_scores": "reward functions",
+    "old_logprob": "update-loop hook",
+    "ref_logprob": "update-loop hook",
+    "behaviour_logprob": "update-loop hook",
+    "logprob_temperature": "update-loop hook",
+    "dropout_active": "update-loop hook",
+    "logit_shift": "update-loop hook",
+    "completion_mask": "update-loop hook",
+    "surrogate": "update-loop hook",
+    "loss": "update-loop hook",
+    "microbatch_backward": "update-loop hook",
+    "zero_grad": "update-loop hook",
+    "optimizer_step": "update-loop hook",
+    "ratio_metrics": "logged metrics",
+}
+
+
+def acts_on(hooks: Hooks | type[Hooks]) -> str:
+    """Where a fault class (or instance) acts: the hooks it overrides grouped by :data:`HOOK_SITES`,
+    e.g. ``"effective hyperparameter: hyperparams; advantage estimation: group_advantages"``;
+    ``"nothing"`` when it overrides none."""
+    sites: dict[str, list[str]] = {}
+    for name in overridden(hooks):
+        sites.setdefault(HOOK_SITES[name], []).append(name)
+    return "; ".join(f"{site}: {', '.join(names)}" for site, names in sites.items()) or "nothing"

@@ -1,38 +1,135 @@
-"""Every fault is one module with provenance, validated parameters and a conf/fault YAML."""
+"""Every fault is one module with provenance and validated parameters; its config (Hydra's
+``fault=<name>``) and where it acts (``acts_on``) are derived from its class."""
 
 from __future__ import annotations
 
-from dataclasses import fields
+from dataclasses import dataclass, field, fields
 
 import pytest
+from hydra import initialize_config_dir
+from hydra.core.config_store import ConfigStore
+from hydra.core.global_hydra import GlobalHydra
 from omegaconf import OmegaConf
 
-from faults import FAULTS
+import faults
+from faults import FAULTS, Fault, param
 from harness.analysis.signatures import SIGNATURES
-from harness.config import CONF_DIR, ConfigError
+from harness.config import CONF_DIR, ConfigError, locate
+from harness.hooks import HOOK_SITES, Hooks, overridden
+from harness.pipeline.assemble import fault_config
+from harness.pipeline.compose import make_experiment
 
 
 def test_core_faults_registered():
     assert {"none", "shared_policy", "ppo_epochs_ignored", "tiny_clip", "zero_reward",
             "excessive_lr"} <= set(FAULTS)
+    assert list(FAULTS) == sorted(FAULTS)
 
 
 @pytest.mark.parametrize("name", sorted(FAULTS))
-def test_fault_has_yaml_docs_and_known_signatures(name):
+def test_fault_has_config_docs_and_known_signatures(name):
     cls = FAULTS[name]
     assert cls.__module__ == f"faults.{name}", "one fault per file, named after the fault"
-    yaml = OmegaConf.to_container(OmegaConf.load(CONF_DIR / "fault" / f"{name}.yaml"))
-    assert yaml.pop("_target_") == f"{cls.__module__}.{cls.__qualname__}"
-    defaults = {f.name: f.default for f in fields(cls)}
-    assert yaml == defaults, "conf/fault YAML and the dataclass defaults disagree"
+    cfg = fault_config(name)
+    assert locate(cfg.pop("_target_")) is cls
+    assert cfg == {f.name: f.default for f in fields(cls)} and next(iter(cfg)) == "onset"
+    stored = ConfigStore.instance().repo["fault"][f"{name}.yaml"]
+    assert OmegaConf.to_container(stored.node) == fault_config(name), "fault=<name> composes the class's defaults"
+    assert all(f.metadata.get("doc") for f in fields(cls)), "every parameter is made with param(default, doc)"
     assert cls.description and cls.provenance and cls.acts_on
     assert all(sig in SIGNATURES for sig in cls.expected)
     if name != "none":
         assert cls.expected, "a fault states its expected signature"
 
 
-def test_yaml_files_match_registry():
-    assert {p.stem for p in (CONF_DIR / "fault").glob("*.yaml")} == set(FAULTS)
+@pytest.mark.parametrize("name", sorted(FAULTS))
+def test_acts_on_names_exactly_the_hooks_the_fault_overrides(name):
+    cls = FAULTS[name]
+    hooks = overridden(cls)
+    if not hooks:
+        assert cls.acts_on == "nothing"
+        return
+    named = []
+    for part in cls.acts_on.split("; "):
+        site, _, listed = part.partition(": ")
+        for hook in listed.split(", "):
+            assert HOOK_SITES[hook] == site, f"{hook} acts at {HOOK_SITES[hook]}, not {site}"
+            named.append(hook)
+    assert tuple(named) == hooks
+
+
+def test_every_hook_has_a_site():
+    hooks = {n for n, v in vars(Hooks).items() if callable(v) and not n.startswith("_")}
+    assert set(HOOK_SITES) == hooks
+
+
+def test_acts_on_is_not_written_by_hand():
+    with pytest.raises(TypeError, match="computed from the hooks it overrides"):
+        @dataclass
+        class Handwritten(Fault):   # the class statement is what fails
+            name = "handwritten"
+            acts_on = "update-loop hook: loss"
+
+
+def test_the_fault_group_is_the_registry():
+    """The CLI's group listing and bad-name message read these options (no conf/fault YAML)."""
+    assert not (CONF_DIR / "fault").exists(), "a conf/fault YAML would shadow the class's config"
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
+        options = GlobalHydra.instance().config_loader().get_group_options("fault")
+    GlobalHydra.instance().clear()
+    assert sorted(options) == sorted(FAULTS)
+
+
+def test_composed_fault_config_is_the_class_default_with_overrides():
+    exp = make_experiment(["fault=group_misalignment", "fault.variant=mixed_groups", "algo=grpo"])
+    assert exp.fault_cfg == {**fault_config("group_misalignment"), "variant": "mixed_groups"}
+    assert list(make_experiment(["fault=tiny_clip"]).fault_cfg) == ["_target_", "onset", "clip_range", "form"]
+
+
+@dataclass
+class NoDefault(Fault):
+    factor: float = field(default_factory=lambda: 0.5)
+    name = "no_default_for_test"
+
+
+@dataclass
+class TupleDefault(Fault):
+    sizes: tuple = param((1, 2), "not something a command line can hold")
+    name = "tuple_default_for_test"
+
+
+class NotADataclass(Fault):
+    name = "not_a_dataclass_for_test"
+
+
+@pytest.mark.parametrize("cls, message", [
+    (int, "is not a faults.base.Fault subclass"),
+    (NotADataclass, "must be a @dataclass"),
+    (NoDefault, "every parameter needs a default"),
+    (TupleDefault, "parameter defaults must be bool, int, float, str or None"),
+    (FAULTS["tiny_clip"], None),                       # the same class again: a no-op
+])
+def test_register_checks_the_class(cls, message):
+    if message is None:
+        assert faults.register(cls) is cls and FAULTS[cls.name] is cls
+        return
+    with pytest.raises(TypeError, match=message):
+        faults.register(cls)
+    assert cls not in FAULTS.values()
+
+
+def test_register_refuses_a_taken_name_and_a_nested_class():
+    @dataclass
+    class Nested(Fault):
+        name = "nested_for_test"
+
+    with pytest.raises(ValueError, match="top level"):
+        faults.register(Nested)
+    Nested.__qualname__, Nested.name = "Nested", "tiny_clip"
+    with pytest.raises(ValueError, match="'tiny_clip' is taken by faults.tiny_clip.TinyClip"):
+        faults.register(Nested)
+    assert "nested_for_test" not in FAULTS
 
 
 @pytest.mark.parametrize("kwargs, message", [

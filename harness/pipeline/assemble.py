@@ -12,7 +12,6 @@ from faults import FAULTS, build_fault
 from harness.agents.base import trainer_for, trainers_of
 from harness.config import (
     ALGO_SCHEMAS,
-    CONF_DIR,
     BackendConfig,
     ConfigError,
     EnvConfig,
@@ -67,11 +66,10 @@ def configured_algo(fault: Any, algo: Any, backend: BackendConfig) -> Any:
 
 
 def fault_config(name: str) -> dict:
-    """A fault's config as ``fault=<name>`` composes it (conf/fault/<name>.yaml)."""
-    path = CONF_DIR / "fault" / f"{name}.yaml"
-    if not path.exists():
+    """A fault's config as ``fault=<name>`` composes it (its class's defaults, Fault.default_config)."""
+    if name not in FAULTS:
         raise ConfigError(f"unknown fault {name!r}; valid choices: {', '.join(sorted(FAULTS))}")
-    return OmegaConf.to_container(OmegaConf.load(path), resolve=True)
+    return FAULTS[name].default_config()
 
 
 def with_fault(exp: Experiment, name: str, **params: Any) -> Experiment:

@@ -18,6 +18,7 @@ from hydra.core.global_hydra import GlobalHydra
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, OmegaConf
 
+from faults import register_configs as register_fault_configs
 from harness.config import CONF_DIR, ConfigError, Experiment, register_configs
 from harness.pipeline.assemble import load_experiment
 
@@ -25,6 +26,7 @@ CONFIG_NAME = "config"
 FULL_PRODUCT_LIMIT = 64   # validate every job up to this many; above, each value once
 
 register_configs()
+register_fault_configs()      # fault=<name>: every registered fault class, in Hydra's ConfigStore
 
 
 def one_line(exc: BaseException) -> str:
