@@ -39,6 +39,7 @@ LAYER_NAMES = {0: "leaves (config / hooks / metrics / store)", 1: "library (agen
 
 #: modules allowed to import project modules inside functions, and why
 DEFERRED_OK = {
+    "hydra_plugins.harness_sweeper.base": "Hydra imports every plugin module at each start-up",
     "hydra_plugins.harness_sweeper.catalogue_sweeper": "Hydra imports every plugin module at each start-up",
     "hydra_plugins.harness_sweeper.dataset_sweeper": "Hydra imports every plugin module at each start-up",
     "harness.pytest_plugin": "pytest loads the plugin in every session of anyone who installed the package",

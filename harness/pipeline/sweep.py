@@ -24,8 +24,8 @@ from typing import Any
 
 from faults import FAULTS
 from harness.agents.base import Trainer, trainer_for
-from harness.config import ConfigError
-from harness.pipeline.assemble import backend_config, load_experiment
+from harness.config import ConfigError, backend_config
+from harness.pipeline.assemble import load_experiment
 from harness.pipeline.sample import SampledBases, Space, digest, specialise
 from harness.pipeline.train import n_updates_planned
 from harness.store import RunStore, run_id
