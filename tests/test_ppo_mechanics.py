@@ -15,7 +15,7 @@ import torch
 
 from faults import FAULTS
 from harness.pipeline.sweep import Setup, plan
-from harness.pipeline.train import agent, effective_hyperparams, user_config
+from harness.pipeline.train import effective_hyperparams, trainer, user_config
 from harness.store import RunStore
 from tests.helpers import SHORT, make_experiment, train
 
@@ -49,7 +49,7 @@ def run(overrides: list[str], record: tuple[str, ...] = ()) -> tuple[list[dict],
     fault = cls(**{f.name: getattr(exp.fault, f.name) for f in dataclasses.fields(exp.fault)})
     exp = dataclasses.replace(exp, fault=fault)
     torch.set_num_threads(exp.torch_threads)
-    return list(agent(exp).train(exp)), calls
+    return list(trainer(exp).train(exp)), calls
 
 
 # ---- episode boundaries -------------------------------------------------------------------------
