@@ -1,6 +1,7 @@
 """Real TRL GRPOTrainer logs, healthy and with bugs introduced the way TRL users introduce them.
 
     HF_HUB_OFFLINE=1 python benchmarks/realworld/trl_runs.py [--jobs 2] [--out results/realworld/trl] [--list]
+        [--setting script|trl_defaults|all]
 
 **A test set.** These logs measure how ``python -m harness.diagnose`` does on logs it never saw,
 written by a real framework. Nobody may tune the diagnosis' thresholds, features or model to
@@ -20,6 +21,10 @@ What runs, as a TRL user would, with no Hugging Face Hub (``HF_HUB_OFFLINE=1``):
    ``num_generations``, ``num_iterations`` set explicitly (``SETTINGS``), ``logging_steps=1``,
    ``report_to=["tensorboard"]``, one checkpoint at the end (``checkpoint-<max_steps>/
    trainer_state.json`` and ``training_args.bin``) and the TensorBoard run in ``runs/``.
+
+Two settings (``--setting``, the label's ``setting``): ``script``, the values above (``SETTINGS``),
+and ``trl_defaults``, TRL's own GRPOConfig defaults (learning_rate 1e-6, beta 0, dapo, no warm-up:
+``plan_trl_defaults``) with only what the CPU needs, this script's sizes and the bug's values set.
 
 How each bug is introduced (``VARIANTS``):
 - reward functions: ``correct`` alone, returning 0 for every completion (it reads a dataset column
@@ -52,7 +57,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from benchmarks.realworld.common import DEFAULT_OUT, fault_of, opaque_name, run_jobs
+from benchmarks.realworld.common import DEFAULT_OUT, fault_of, locked, opaque_name, run_jobs, write_generation
 
 N_DIGITS = 5
 WORDS = ["<pad>", "<eos>", "<unk>"] + [str(d) for d in range(10)] + ["sort", ":"]
@@ -73,6 +78,19 @@ SETTINGS: list[dict[str, Any]] = [
 ]
 HEALTHY_SEEDS = [0, 1, 2, 3, 4]
 FAULT_SEEDS = [0, 1, 2, 3, 4, 5, 6, 7]
+# the "trl_defaults" set: TRL's own GRPOConfig defaults (see plan_trl_defaults)
+DEFAULTS_HEALTHY_SEEDS = [0, 1, 2, 3, 4]
+DEFAULTS_FAULT_SEEDS = [0, 1, 2, 3]
+# what the trl_defaults runs set: what the CPU needs, this script's sizes, and the logging and checkpoint
+# (logging_steps=1 as in the script set: TRL's default 10 would leave 15 rows; the optimisation is untouched)
+DEFAULTS_FIXED: dict[str, Any] = {
+    "use_cpu": True, "bf16": False, "gradient_checkpointing": False,
+    "num_generations": NUM_GENERATIONS, "per_device_train_batch_size": PROMPTS_PER_STEP * NUM_GENERATIONS,
+    "max_completion_length": N_DIGITS + 3}
+# what a label records of the effective GRPOConfig
+RECORDED = ["learning_rate", "beta", "loss_type", "scale_rewards", "epsilon", "num_iterations", "lr_scheduler_type",
+            "warmup_steps", "max_grad_norm", "temperature", "num_generations", "per_device_train_batch_size",
+            "max_completion_length"]
 
 # variant -> ways: (how, spec). spec: "config" (GRPOConfig values over the setting), "setting" (keys of
 # SETTINGS forced), "rewards" (reward functions by name), "patch" (code change, see make_trainer).
@@ -104,9 +122,25 @@ VARIANTS: dict[str, list[tuple[str, dict[str, Any]]]] = {
 
 
 def plan(healthy_seeds: list[int] = HEALTHY_SEEDS, fault_seeds: list[int] = FAULT_SEEDS,
-         variants: list[str] | None = None, max_steps: int = MAX_STEPS) -> list[dict[str, Any]]:
-    """Healthy runs: every setting x every healthy seed. Each bug: once per fault seed, its setting
-    cycled over seeds (then forced where the bug needs it), its ways cycled too."""
+         variants: list[str] | None = None, max_steps: int = MAX_STEPS, setting: str = "all",
+         defaults_healthy_seeds: list[int] | None = None,
+         defaults_fault_seeds: list[int] | None = None) -> list[dict[str, Any]]:
+    """``setting`` "script" (this script's settings, ``SETTINGS``), "trl_defaults" (TRL's GRPOConfig
+    defaults, ``plan_trl_defaults``) or "all" (both)."""
+    jobs = []
+    if setting in ("script", "all"):
+        jobs += plan_script(healthy_seeds, fault_seeds, variants, max_steps)
+    if setting in ("trl_defaults", "all"):
+        jobs += plan_trl_defaults(DEFAULTS_HEALTHY_SEEDS if defaults_healthy_seeds is None else defaults_healthy_seeds,
+                                  DEFAULTS_FAULT_SEEDS if defaults_fault_seeds is None else defaults_fault_seeds,
+                                  variants, max_steps)
+    return jobs
+
+
+def plan_script(healthy_seeds: list[int] = HEALTHY_SEEDS, fault_seeds: list[int] = FAULT_SEEDS,
+                variants: list[str] | None = None, max_steps: int = MAX_STEPS) -> list[dict[str, Any]]:
+    """This script's settings. Healthy runs: every setting x every healthy seed. Each bug: once per
+    fault seed, its setting cycled over seeds (then forced where the bug needs it), its ways cycled too."""
     jobs = []
     for variant, ways in VARIANTS.items():
         if variants is not None and variant not in variants:
@@ -126,7 +160,34 @@ def plan(healthy_seeds: list[int] = HEALTHY_SEEDS, fault_seeds: list[int] = FAUL
                                              json.dumps(config, sort_keys=True), seed, max_steps),
                          "env": f"sort{N_DIGITS}", "variant": variant, "how": how, "seed": seed,
                          "rewards": setting["rewards"], "config": config, "patch": spec.get("patch"),
-                         "max_steps": max_steps})
+                         "max_steps": max_steps, "setting": "script"})
+    return jobs
+
+
+def plan_trl_defaults(healthy_seeds: list[int] = DEFAULTS_HEALTHY_SEEDS,
+                      fault_seeds: list[int] = DEFAULTS_FAULT_SEEDS, variants: list[str] | None = None,
+                      max_steps: int = MAX_STEPS) -> list[dict[str, Any]]:
+    """TRL's own GRPOConfig defaults (learning_rate 1e-6, beta 0, loss_type dapo, scale_rewards group,
+    epsilon 0.2, num_iterations 1, linear decay, no warm-up): nothing set but what the CPU needs and
+    the sizes of this script (``DEFAULTS_FIXED``), rewards ``correct`` + ``format_reward``. Each bug
+    as in ``VARIANTS``, its ways cycled over seeds; ``config`` holds every value moved off TRL's
+    defaults, the bug's own and what the bug needs to act at all (num_iterations=2 for the ratio
+    bugs, beta=0.04 for the reference and the in-code beta flip: at TRL's defaults there is no
+    ratio != 1 and no reference model)."""
+    jobs = []
+    for variant, ways in VARIANTS.items():
+        if variants is not None and variant not in variants:
+            continue
+        for seed in healthy_seeds if variant == "healthy" else fault_seeds:
+            how, spec = ways[seed % len(ways)]
+            rewards = spec.get("rewards", ["correct", "format_reward"])
+            config = {**spec.get("setting", {}), **spec.get("config", {})}
+            jobs.append({"name": opaque_name("trl-defaults", variant, how, json.dumps(rewards),
+                                             json.dumps(config, sort_keys=True), seed, max_steps),
+                         "env": f"sort{N_DIGITS}", "variant": variant,
+                         "how": "GRPOConfig at TRL's defaults" if variant == "healthy" else how, "seed": seed,
+                         "rewards": rewards, "config": config, "patch": spec.get("patch"), "max_steps": max_steps,
+                         "setting": "trl_defaults"})
     return jobs
 
 
@@ -261,15 +322,20 @@ def train(job: dict[str, Any], root: Path) -> dict[str, dict[str, Any]]:
     model_dir = base_model(root)
     run_dir = root / job["name"]
     cfg = job["config"]
-    args = GRPOConfig(
-        output_dir=str(run_dir), use_cpu=True, bf16=False, gradient_checkpointing=False, seed=job["seed"],
-        learning_rate=cfg["learning_rate"], beta=cfg["beta"], loss_type=cfg["loss_type"],
-        num_iterations=cfg["num_iterations"], epsilon=cfg.get("epsilon", 0.2),
-        num_generations=NUM_GENERATIONS, per_device_train_batch_size=PROMPTS_PER_STEP * NUM_GENERATIONS,
-        max_completion_length=N_DIGITS + 3, temperature=1.0, max_steps=job["max_steps"], warmup_steps=WARMUP_STEPS,
-        logging_steps=1,
-        report_to=["tensorboard"], save_strategy="steps", save_steps=job["max_steps"], save_only_model=True,
-        disable_tqdm=True, dataloader_num_workers=0)
+    setting = job.get("setting", "script")
+    # the run's output: logging, one checkpoint at the end (no effect on the optimisation)
+    output = {"output_dir": str(run_dir), "seed": job["seed"], "max_steps": job["max_steps"], "logging_steps": 1,
+              "report_to": ["tensorboard"], "save_strategy": "steps", "save_steps": job["max_steps"],
+              "save_only_model": True, "disable_tqdm": True, "dataloader_num_workers": 0}
+    if setting == "script":
+        args = GRPOConfig(
+            **output, use_cpu=True, bf16=False, gradient_checkpointing=False,
+            learning_rate=cfg["learning_rate"], beta=cfg["beta"], loss_type=cfg["loss_type"],
+            num_iterations=cfg["num_iterations"], epsilon=cfg.get("epsilon", 0.2),
+            num_generations=NUM_GENERATIONS, per_device_train_batch_size=PROMPTS_PER_STEP * NUM_GENERATIONS,
+            max_completion_length=N_DIGITS + 3, temperature=1.0, warmup_steps=WARMUP_STEPS)
+    else:                                  # TRL's defaults but for the CPU, the sizes and the bug's values
+        args = GRPOConfig(**output, **DEFAULTS_FIXED, **cfg)
     tokenizer = PreTrainedTokenizerFast.from_pretrained(model_dir)
     trainer = make_trainer(job["patch"], model=str(model_dir), processing_class=tokenizer, args=args,
                            reward_funcs=[REWARD_FUNCS[r] for r in job["rewards"]],
@@ -282,7 +348,10 @@ def train(job: dict[str, Any], root: Path) -> dict[str, dict[str, Any]]:
     tb = sorted(p.parent for p in (run_dir / "runs").rglob("events.out.tfevents*"))
     label = {"framework": "trl", "env": job["env"], "variant": job["variant"], "fault": fault_of(job["variant"]),
              "how": job["how"], "seed": job["seed"], "name": job["name"], "max_steps": job["max_steps"],
-             "reward_funcs": job["rewards"], "hyperparameters": cfg,
+             "setting": setting, "reward_funcs": job["rewards"],
+             "hyperparameters": {k: getattr(getattr(args, k), "value", getattr(args, k)) for k in RECORDED},
+             # script: the values this script sets; trl_defaults: every value moved off TRL's defaults
+             "config": cfg,
              "tensorboard": str(tb[-1].relative_to(root)) if tb else None,
              "wall_s": round(time.perf_counter() - start, 2)}
     return {str(state.relative_to(root)): label}
@@ -295,24 +364,28 @@ def main() -> None:
     parser.add_argument("--variants", nargs="+", default=None, help=f"default: all of {', '.join(VARIANTS)}")
     parser.add_argument("--healthy-seeds", type=int, nargs="+", default=HEALTHY_SEEDS)
     parser.add_argument("--fault-seeds", type=int, nargs="+", default=FAULT_SEEDS)
+    parser.add_argument("--defaults-healthy-seeds", type=int, nargs="+", default=DEFAULTS_HEALTHY_SEEDS)
+    parser.add_argument("--defaults-fault-seeds", type=int, nargs="+", default=DEFAULTS_FAULT_SEEDS)
+    parser.add_argument("--setting", choices=["script", "trl_defaults", "all"], default="all",
+                        help="this script's settings, TRL's GRPOConfig defaults, or both (default)")
     parser.add_argument("--max-steps", type=int, default=MAX_STEPS)
     parser.add_argument("--list", action="store_true", help="print the plan and stop")
     args = parser.parse_args()
-    jobs = plan(args.healthy_seeds, args.fault_seeds, args.variants, args.max_steps)
+    jobs = plan(args.healthy_seeds, args.fault_seeds, args.variants, args.max_steps, args.setting,
+                args.defaults_healthy_seeds, args.defaults_fault_seeds)
     if args.list:
         for j in jobs:
-            print(f"{j['name']}  seed {j['seed']}  {j['variant']:20s} {j['config']} {j['rewards']} {j['patch']}")
+            print(f"{j['name']}  {j['setting']:12s} seed {j['seed']}  {j['variant']:20s} {j['config']} "
+                  f"{j['rewards']} {j['patch']}")
         print(f"{len(jobs)} runs")
         return
     start = time.perf_counter()
-    base_model(args.out)                       # once, before the workers need it
+    with locked(args.out):
+        base_model(args.out)                   # once, before the workers need it
     sft_s = time.perf_counter() - start
     labels, failures, wall = run_jobs(train, jobs, args.out, args.jobs)
-    summary = {"runs": len(jobs), "failed": len(failures), "sft_s": round(sft_s, 1), "wall_s": round(wall + sft_s, 1),
-               "jobs": args.jobs, "run_wall_s_sum": round(sum(v["wall_s"] for v in labels.values()), 1),
-               "run_cpu_s_sum": round(sum(v.get("cpu_s", 0) for v in labels.values()), 1),
-               "sft": json.loads((args.out / "base-model" / "sft.json").read_text())}
-    (args.out / "generation.json").write_text(json.dumps(summary, indent=1) + "\n")
+    summary = write_generation(args.out, jobs, failures, wall + sft_s, args.jobs, key=args.setting,
+                               sft_s=round(sft_s, 1), sft=json.loads((args.out / "base-model" / "sft.json").read_text()))
     print(json.dumps(summary))
     for f in failures:
         print(f"FAILED {f['job']['name']} {f['job']['variant']}:\n{f['error']}", file=sys.stderr)
