@@ -35,7 +35,7 @@ def main() -> None:
         training_examples,
     )
     from harness.analysis.runs import RunSet
-    from harness.catalogue.build import extra_training_runs
+    from harness.catalogue.protocol import extra_training_runs
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--results", default=str(ROOT / "results"))

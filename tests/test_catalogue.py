@@ -6,6 +6,7 @@ smallest p of a 3-vs-3 comparison is 1/20), with five it can."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 
@@ -15,7 +16,10 @@ import pytest
 
 from harness.analysis import stats
 from harness.analysis.signatures import SIGNATURES
-from harness.catalogue.build import split_of
+from harness.catalogue.build import write
+from harness.catalogue.protocol import split_of
+from harness.catalogue.rows import CATALOGUE_COLUMNS
+from harness.catalogue.settings import CatalogueSettings
 from harness.metrics import CANONICAL
 from harness.store import RunStore
 from tests.helpers import train
@@ -217,6 +221,12 @@ def test_statistics():
     assert stats.fisher_greater(5, 5, 0, 5) == pytest.approx(1 / 252)
     assert stats.holm([0.01, 0.04, float("nan"), 0.03]) == pytest.approx([0.03, 0.06, float("nan"), 0.06],
                                                                         nan_ok=True)
+    # one-sided: exact over the C(10, 5) = 252 relabellings, in the direction asked only
+    assert stats.one_sided_perm_p(np.arange(5) + 10.0, np.arange(5.0), rng, 2000) == pytest.approx(1 / 252)
+    assert stats.one_sided_perm_p(np.arange(5.0), np.arange(5) + 10.0, rng, 2000) == 1
+    # an exact enumeration stays exact when it happens to have n_mc rows
+    assert stats.auroc_pvalue(np.arange(5) + 10.0, np.arange(5.0), False, rng, n_mc=252) == pytest.approx(2 / 252)
+    assert stats.fixed_sequence([0.01, 0.2, 0.01], 0.05) == 1 and stats.fixed_sequence([float("nan")], 0.05) == 0
 
 
 @pytest.mark.parametrize("args, message", [
@@ -239,3 +249,46 @@ def test_bad_model_kind_is_one_line(kind, tmp_path):
     assert out.returncode == 2, out.stderr
     assert out.stderr.strip() == (f"error: model_kind={kind!r}; valid choices: boosting, extratrees, logistic "
                                   "(logistic:C with C > 0)")
+
+
+# ---- a small store: two seeds of one fault, no healthy twins -----------------------------------
+
+SMALL = ["env.total_timesteps=4096", "algo.n_steps=64"]
+
+
+@pytest.fixture(scope="module")
+def small_runs(tmp_path_factory):
+    """Two seeds of zero_reward and two look-alike controls, no fault=none run: no cell has a
+    healthy run, so no metric can be tested in any cell (the catalogue has no metric row at all)."""
+    root = tmp_path_factory.mktemp("small")
+    for seed in (0, 1):
+        train(["fault=zero_reward", *SMALL, f"seed={seed}", f"results_dir={root}"])
+        train(["algo=ppo_single_pass", *SMALL, f"seed={seed}", f"results_dir={root}"])
+    return root
+
+
+@pytest.mark.parametrize("controls", [True, False], ids=["controls", "no-controls"])
+def test_a_small_store_builds_with_plots(small_runs, tmp_path, controls):
+    root = tmp_path / "results"
+    (root / "runs").mkdir(parents=True)
+    for run in (small_runs / "runs").iterdir():
+        if controls or not run.name.startswith("ppo_single_pass"):
+            shutil.copytree(run, root / "runs" / run.name)
+    written = write(CatalogueSettings(root, n_mc=200, trace_metrics=(), plots=True, dataset=False, model=False))
+    out = root / "catalogue"
+    assert {"catalogue", "views", "markdown", "faults"} <= set(written)
+    assert all(path.exists() for path in written.values())
+    cat = pd.read_parquet(out / "catalogue.parquet")
+    # every column is there even with no metric row (plots sort a cell's metrics by p_value)
+    assert list(cat.columns) == list(CATALOGUE_COLUMNS)
+    assert not (cat["kind"] == "metric").any() and cat["p_value"].isna().all()
+    assert set(cat["kind"]) == {"signature", "detector"} and cat["n_healthy"].eq(0).all()
+    assert cat["n_control"].eq(2 if controls else 0).all()
+    baselines = pd.read_parquet(out / "baselines.parquet")
+    assert "rate" in baselines and len(baselines) == (len(SIGNATURES) if controls else 0)
+    plots = out / "plots"
+    assert (plots / "heatmap.png").exists() and len(list(plots.glob("traces_*.png"))) == 1
+    md = (out / "CATALOGUE.md").read_text()
+    assert "## zero_reward | ppo/cartpole/native" in md and "## Healthy baselines" in md
+    assert "![traces](plots/traces_zero_reward" in md
+    assert "`zero_reward` |" in (out / "FAULTS.md").read_text()

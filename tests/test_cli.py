@@ -122,7 +122,7 @@ def test_grpo_defaults_to_the_token_task_unless_the_command_line_picks_an_env():
 
 
 def test_catalogue_switches_are_plain_keys_on_the_command_line(tmp_path):
-    from harness.catalogue.build import CatalogueSettings
+    from harness.catalogue.settings import CatalogueSettings
     from harness.pipeline.compose import preflight
 
     (tmp_path / "runs").mkdir()

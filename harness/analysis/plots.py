@@ -29,10 +29,9 @@ def _save(fig: plt.Figure, path: Path) -> None:
     atomic_write_bytes(path, buf.getvalue())
 
 
-def heatmap(cat: pd.DataFrame, path: Path) -> None:
+def heatmap(sigs: pd.DataFrame, path: Path) -> None:
     """Rows: each fault cell (firing rate on faulty seeds), then each setup's healthy runs and
-    controls; columns: signatures."""
-    sigs = cat[cat["kind"] == "signature"]
+    controls; columns: signatures. ``sigs``: the catalogue's signature rows."""
     names = list(signatures.SIGNATURES)
     rows, labels = [], []
     for cell, g in sigs.groupby("cell", sort=False):
@@ -60,15 +59,16 @@ def heatmap(cat: pd.DataFrame, path: Path) -> None:
     _save(fig, path)
 
 
-def trace_metrics(cell: Cell, cat: pd.DataFrame) -> list[str]:
+def trace_metrics(cell: Cell, metrics: pd.DataFrame) -> list[str]:
     """The cell's progress metric, the metrics its expected signatures read, then the metrics
-    that separate it best."""
+    that separate it best (smallest all-seed p-value first; ``metrics``: the catalogue's metric
+    rows, possibly none for the cell)."""
     algo = cell.info["algo"]
     chosen = [PROGRESS[algo]]
     cls = FAULTS.get(cell.info["fault"])
     for sig in (cls.expected if cls else ()):
         chosen.append(signatures.SIGNATURES[sig].metric)
-    mets = cat[(cat["cell"] == cell.label) & (cat["kind"] == "metric")].sort_values("p_value")
+    mets = metrics[metrics["cell"] == cell.label].sort_values("p_value")
     chosen += list(mets["name"])
     return list(dict.fromkeys(chosen))[:N_TRACES]
 
@@ -117,15 +117,18 @@ def traces(cell: Cell, rs: RunSet, metrics: list[str], path: Path) -> None:
     _save(fig, path)
 
 
-def write_all(cat: pd.DataFrame, rs: RunSet, out_dir: Path, fixed_metrics: tuple[str, ...] = ()
-              ) -> dict[str, str]:
-    """Write every plot; returns {cell label or 'heatmap': path relative to the catalogue dir}."""
+def write_all(sigs: pd.DataFrame, metrics: pd.DataFrame, rs: RunSet, out_dir: Path,
+              fixed_metrics: tuple[str, ...] = ()) -> dict[str, str]:
+    """Write every plot from the catalogue's signature rows (``sigs``) and metric rows (``metrics``,
+    with at least the columns ``cell``, ``name``, ``p_value``); returns {cell label or 'heatmap':
+    path relative to the catalogue dir}."""
     written = {"heatmap": "plots/heatmap.png"}
-    heatmap(cat, out_dir / "heatmap.png")
+    heatmap(sigs, out_dir / "heatmap.png")
     for cell in rs.cells():
-        metrics = [m for m in (fixed_metrics or trace_metrics(cell, cat)) if m in applicable(cell.info["algo"])]
+        chosen = fixed_metrics or trace_metrics(cell, metrics)
+        names = [m for m in chosen if m in applicable(cell.info["algo"])]
         name = f"traces_{cell.slug}.png"
-        traces(cell, rs, metrics, out_dir / name)
+        traces(cell, rs, names, out_dir / name)
         written[cell.label] = f"plots/{name}"
     return written
 

@@ -9,7 +9,8 @@ import hydra
 import pandas as pd
 from omegaconf import DictConfig
 
-from harness.catalogue.build import CatalogueSettings, write
+from harness.catalogue.build import write
+from harness.catalogue.settings import CatalogueSettings
 from harness.commands.app import run_app
 from harness.config import CONF_DIR
 

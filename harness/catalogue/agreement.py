@@ -1,0 +1,71 @@
+"""Backend agreement: the same fault run on several backends (native, SB3, TRL ...), each
+signature's held-out rates side by side and whether the backends disagree; and the backend notes
+(how each backend's form of a fault differs from the native one) that explain a disagreement."""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+
+from harness.agents.base import trainers_of
+from harness.catalogue.rows import AgreementRow, CellResult, SignatureRow
+from harness.config import ConfigError, backend_config
+
+#: what makes two cells the same fault on different backends
+AGREEMENT_KEYS = ("fault", "fault_params", "onset_kind", "algo", "algo_variant", "env")
+DISAGREE = 0.5             # a rate gap (faulty or healthy) this large is a disagreement
+
+
+def _spread(rates: list[float]) -> float:
+    """Largest minus smallest of the rates that are not NaN (0 when none is)."""
+    values = [r for r in rates if not math.isnan(r)]
+    return max(values) - min(values) if values else 0.0
+
+
+def backend_agreement(results: list[CellResult]) -> list[AgreementRow]:
+    """For faults run on more than one backend (same algorithm, env, parameters and onset kind):
+    each signature's held-out firing rates side by side, and whether the backends disagree: the rate
+    on faulty or on healthy runs differs by >= 0.5. (Whether a signature "separates" is not compared:
+    it counts the look-alike controls, which one backend may not have.) Groups in key order,
+    signatures in registry order, backends sorted."""
+    groups: dict[tuple[str, ...], list[CellResult]] = defaultdict(list)
+    for result in results:
+        groups[tuple(getattr(result.summary, k) for k in AGREEMENT_KEYS)].append(result)
+    rows = []
+    for key in sorted(groups):
+        members = groups[key]
+        backends = sorted({m.summary.backend for m in members})
+        if len(backends) < 2:
+            continue
+        # a fault on two base configurations of one backend (e.g. two budgets): the first is compared
+        by_backend: dict[tuple[str, str], SignatureRow] = {}
+        for m in members:
+            for sig in m.signatures:
+                by_backend.setdefault((sig.name, m.summary.backend), sig)
+        expected = {}
+        for sig in (sig for m in members for sig in m.signatures):
+            expected.setdefault(sig.name, sig.expected)
+        for name in expected:
+            present = [b for b in backends if (name, b) in by_backend]
+            rates = {b: (by_backend[name, b].held_out.faulty.rate, by_backend[name, b].held_out.healthy.rate)
+                     for b in present}
+            disagree = (_spread([f for f, _ in rates.values()]) >= DISAGREE
+                        or _spread([h for _, h in rates.values()]) >= DISAGREE)
+            rows.append(AgreementRow(key=dict(zip(AGREEMENT_KEYS, key)), signature=name,
+                                     expected=expected[name], rates=rates,
+                                     disagree=bool(disagree)))
+    return rows
+
+
+def backend_notes(backends: list[str]) -> dict[str, tuple[dict[str, str], str]]:
+    """Per backend, how each fault's form there differs from the native one and what differs for
+    every run (the trainer's ``differences`` / ``common_differences``), for explaining disagreements."""
+    notes = {}
+    for name in backends:
+        try:
+            trainers = trainers_of(backend_config(name))
+        except ConfigError:        # a backend no longer configured: its runs stay, unexplained
+            continue
+        per_fault = {k: v for t in trainers for k, v in t.differences.items()}
+        notes[name] = (per_fault, " ".join(t.common_differences for t in trainers if t.common_differences))
+    return notes

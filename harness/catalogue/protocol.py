@@ -1,0 +1,383 @@
+"""The catalogue's protocol for one cell: which bug leaves which metric signature, out of sample.
+
+This module owns windows, the calibration / held-out split, every signature's and metric's
+evaluation on a cell, the verdicts, the evidence selected on the calibration half and its
+fixed-sequence test on the held-out half, and the cell's summary (:func:`evaluate_cell`). The
+statistics themselves are in :mod:`harness.analysis.stats`.
+
+Protocol (every rate in the published catalogue follows it):
+
+- **Matched windows.** A faulty run is read from its onset over the updates it completed (a
+  diverged run stops part-way through an update; that partial row is read only by the
+  non-finite signatures). Its healthy twin (same seed and config) and the controls of the same
+  seed are read over exactly the same updates, so a short diverged run is never compared with
+  a whole healthy run. Healthy seeds without a faulty counterpart use the cell's median window.
+- **Calibration and held-out seeds.** Even seeds calibrate, odd seeds are held out. On the
+  calibration half, every scale signature's threshold is moved out from its default to the edge
+  of the healthy runs where they cross it (so it never fires on a healthy calibration run), and
+  the verdicts are decided: a
+  signature *separates* when it fires on >= 80% of faulty, <= 20% of healthy and <= 20% of
+  control runs (a signature that fires on the look-alike controls is not specific). The rates
+  reported are the held-out ones, with Wilson 95% intervals.
+- **Manifested** is decided out of sample too: the calibration half selects the evidence (the
+  separating signatures and up to three metrics whose per-run summary reaches AUROC >= 0.9 or
+  <= 0.1), and the held-out half tests each selected item (Fisher's exact test for a signature,
+  an exact permutation test for a metric, one-sided in the calibrated direction) in a fixed
+  sequence: strongest on calibration first, each at 0.05, stopping at the first that fails (the
+  family-wise error rate stays <= 0.05). A fault manifested when the first item passes.
+- **Metrics over all seeds**: each metric's per-run summary (its median over the window) gives
+  an AUROC faulty vs healthy, with a permutation p-value that exchanges labels within twin pairs
+  (exact: 2^n permutations), Holm-corrected over the metrics of the cell.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+import numpy as np
+import pandas as pd
+
+from faults import FAULTS
+from harness.analysis import signatures, stats
+from harness.analysis.runs import Cell, RunSet
+from harness.analysis.signatures import DIRECTIONS, Result
+from harness.catalogue.rows import (
+    SPLITS,
+    CellResult,
+    CellSummary,
+    Counts,
+    GroupCounts,
+    HeldOutTest,
+    MetricRow,
+    SignatureRow,
+)
+from harness.metrics import PROGRESS, applicable
+
+SEPARATES = (0.8, 0.2)     # fires on >= 80% of faulty runs and <= 20% of healthy runs and controls
+SELECT_AUROC = 0.9         # calibration AUROC (or 1 - AUROC) for a metric to be selected as evidence
+MAX_METRICS = 3            # metrics selected per cell on the calibration half
+ALPHA = 0.05
+MIN_RUNS = 3               # evaluable runs a side below which no separation is claimed
+
+#: a run's metrics as the evaluation reads them (the canonical ones, or a framework view's)
+Frames = Callable[[str], pd.DataFrame]
+#: run id -> signature name -> its statistic on the run's window
+SignatureResults = dict[str, dict[str, Result]]
+#: run id -> metric name -> the run's summary (median over its window)
+Summaries = dict[str, dict[str, float]]
+
+
+def split_of(seed: int) -> str:
+    """Even seeds calibrate, odd seeds are held out."""
+    return "calibration" if seed % 2 == 0 else "held-out"
+
+
+def extra_training_runs(rs: RunSet) -> list[str]:
+    """Catalogue runs that train the diagnosis model beside the diverse dataset: its calibration
+    seeds (never scored by the model's protocols: one configuration per setup). Its held-out seeds
+    stay out, so `evaluate detector=learned` scores them out of sample, and so do TRL-backend runs
+    (their TRL logs are a test set: benchmarks/realworld/trl_backend_logs.py)."""
+    runs = rs.runs
+    return runs.loc[(runs["origin"] == "catalogue") & (runs["backend"] != "trl")
+                    & (runs["seed"].map(split_of) == "calibration"), "run_id"].tolist()
+
+
+@dataclass(frozen=True)
+class Groups:
+    """Run ids of a cell (or of one split of it) per group."""
+
+    faulty: list[str]
+    healthy: list[str]
+    control: list[str]
+
+
+def split_groups(cell: Cell, rs: RunSet) -> dict[str, Groups]:
+    """The cell's runs per split (:data:`~harness.catalogue.rows.SPLITS`) and group."""
+    def part(ids: list[str], split: str) -> list[str]:
+        return [r for r in ids if split_of(rs.metas[r]["seed"]) == split]
+    return {s: Groups(part(cell.faulty, s), part(cell.healthy, s), part(cell.controls, s)) for s in SPLITS}
+
+
+# ---- windows ----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Window:
+    """The updates a run is read over: ``length`` updates from ``onset``."""
+
+    onset: int
+    length: int
+
+
+def completed_after(metrics: pd.DataFrame, onset: int) -> int:
+    """How many complete updates a run has from ``onset`` on (a diverged update is partial)."""
+    return len(signatures.usable(signatures.post_onset(metrics, onset)))
+
+
+def cell_windows(cell: Cell, rs: RunSet) -> dict[str, Window]:
+    """Each run's window: a faulty run's own; its twin's and same-seed controls' the same."""
+    own = {}
+    for rid in cell.faulty:
+        onset = int(rs.runs.set_index("run_id").at[rid, "onset"])
+        own[rid] = Window(onset, completed_after(rs.metrics[rid], onset))
+    by_seed = {rs.metas[r]["seed"]: w for r, w in own.items()}
+    fallback = Window(int(np.median([w.onset for w in own.values()])),
+                      int(np.median([w.length for w in own.values()])))
+    windows = dict(own)
+    for rid in cell.healthy + cell.controls:
+        windows[rid] = by_seed.get(rs.metas[rid]["seed"], fallback)
+    return windows
+
+
+def window_rows(metrics: pd.DataFrame, window: Window) -> pd.DataFrame:
+    """The rows of the window's updates (a framework may log several rows per update), plus a
+    diverged run's partial update right after it (read only by the non-finite signatures)."""
+    rows = metrics[metrics["update"] >= window.onset]
+    end = window.onset + window.length
+    usable = signatures.usable(rows[rows["update"] < end])
+    partial = rows[(rows["update"] == end) & (rows["nonfinite"] == 1)]
+    return pd.concat([usable, partial]) if len(partial) else usable
+
+
+# ---- signatures ---------------------------------------------------------------------------
+
+def signature_results(cell: Cell, rs: RunSet, windows: dict[str, Window], frames: Frames) -> SignatureResults:
+    """Every signature's statistic on every run of the cell, over its window (default thresholds)."""
+    out = {}
+    for rid in cell.faulty + cell.healthy + cell.controls:
+        rows = window_rows(frames(rid), windows[rid])
+        meta = rs.metas[rid]
+        out[rid] = {name: (Result(False, "empty window", evaluable=False) if rows.empty
+                           else sig.check(rows, meta)) for name, sig in signatures.SIGNATURES.items()}
+    return out
+
+
+def calibrate(name: str, healthy_values: list[float]) -> float:
+    """A scale signature's threshold: its default (the folk rule), moved out to the edge of the
+    healthy calibration runs where they cross it, so it never fires on one of them. It is never
+    moved inwards: a signature keeps its meaning (kl_explodes stays "KL at least as large as the
+    folk rule says"), calibration only makes it stricter where healthy runs need it."""
+    sig = signatures.SIGNATURES[name]
+    values = [v for v in healthy_values if math.isfinite(v)]
+    if not sig.calibrated or not values:
+        return sig.threshold
+    if sig.direction in ("above", "at_least"):
+        return max(sig.threshold, max(values))
+    return min(sig.threshold, min(values))
+
+
+def count_fired(results: SignatureResults, ids: list[str], name: str, threshold: float) -> Counts:
+    """Among ``ids``, on how many runs signature ``name`` fires at ``threshold`` (``k``) of those
+    where it is evaluable (``n``)."""
+    fired = evaluable = 0
+    direction = DIRECTIONS[signatures.SIGNATURES[name].direction]
+    for rid in ids:
+        res = results[rid][name]
+        if res.evaluable:
+            evaluable += 1
+            fired += bool(direction(res.value, threshold))
+    return Counts(fired, evaluable)
+
+
+def separates(counts: GroupCounts) -> bool:
+    """A signature separates (on one split's ``counts``) when it was evaluable on >= MIN_RUNS
+    faulty and healthy runs and fires on >= 80% of the faulty ones, <= 20% of the healthy ones and
+    <= 20% of the controls (when there are at least MIN_RUNS of them)."""
+    faulty, healthy, control = counts.faulty, counts.healthy, counts.control
+    return (faulty.n >= MIN_RUNS and healthy.n >= MIN_RUNS and faulty.rate >= SEPARATES[0]
+            and healthy.rate <= SEPARATES[1] and (control.n < MIN_RUNS or control.rate <= SEPARATES[1]))
+
+
+def verdict(calibration: GroupCounts, separating: bool, heldout_p: float) -> str:
+    """An expected signature's verdict: decided on the calibration half (``separating``:
+    :func:`separates` there), confirmed by the held-out Fisher p-value."""
+    faulty, healthy, control = calibration.faulty, calibration.healthy, calibration.control
+    if faulty.n < MIN_RUNS or healthy.n < MIN_RUNS:
+        return "no data"
+    if separating:
+        return "confirmed" if heldout_p < ALPHA else "calibration only (not confirmed on held-out seeds)"
+    if faulty.rate >= SEPARATES[0] and control.n >= MIN_RUNS and control.rate > SEPARATES[1]:
+        return "not specific (fires on the look-alike controls)"
+    if faulty.rate >= SEPARATES[0] and healthy.rate > SEPARATES[1]:
+        return "not specific (fires on healthy runs)"
+    return "refuted" if faulty.rate < 0.5 else "partly (fires on 50-80% of faulty seeds)"
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """An item selected on the calibration half (a separating signature, or a metric as
+    ``"<name> (AUROC)"``), its held-out p-value, and its strength on calibration (the order of the
+    fixed-sequence test)."""
+
+    item: str
+    p: float
+    strength: float
+
+
+def signature_rows(results: SignatureResults, split: dict[str, Groups], expected: list[str]
+                   ) -> tuple[list[SignatureRow], list[Evidence]]:
+    """Every signature on the cell: threshold and verdict from the calibration half, counts on both
+    halves, the held-out Fisher p-value; and the separating ones as evidence (strength: how far the
+    calibration faulty rate clears the healthy and control rates)."""
+    rows, evidence = [], []
+    for name, sig in signatures.SIGNATURES.items():
+        threshold = calibrate(name, [results[r][name].value for r in split["calibration"].healthy
+                                     if results[r][name].evaluable])
+        cal, held = (GroupCounts(*(count_fired(results, ids, name, threshold)
+                                   for ids in (split[s].faulty, split[s].healthy, split[s].control)))
+                     for s in SPLITS)
+        separating = separates(cal)
+        heldout_p = stats.fisher_greater(held.faulty.k, held.faulty.n, held.healthy.k, held.healthy.n)
+        if separating:
+            others = [r for r in (cal.healthy.rate, cal.control.rate) if math.isfinite(r)]
+            evidence.append(Evidence(name, heldout_p, cal.faulty.rate - max(others, default=0.0)))
+        rows.append(SignatureRow(name=name, expected=name in expected, calibrated=sig.calibrated,
+                                 threshold=threshold, default_threshold=sig.threshold, direction=sig.direction,
+                                 calibration=cal, held_out=held, separates_calibration=separating,
+                                 heldout_p=heldout_p,
+                                 verdict=verdict(cal, separating, heldout_p) if name in expected else None))
+    return rows, evidence
+
+
+# ---- metrics ------------------------------------------------------------------------------
+
+def run_summary(rows: pd.DataFrame, names: list[str]) -> dict[str, float]:
+    """A run's summary per metric: its median over the window's complete updates."""
+    rows = signatures.usable(rows)
+    out = {}
+    for name in names:
+        col = rows[name].replace([np.inf, -np.inf], np.nan).dropna() if name in rows else pd.Series(dtype=float)
+        out[name] = float(col.median()) if len(col) else math.nan
+    return out
+
+
+def _finite(summaries: Summaries, ids: list[str], name: str) -> np.ndarray:
+    """The finite summaries of metric ``name`` over ``ids``, shape (<= len(ids),)."""
+    values = np.array([summaries[r][name] for r in ids])
+    return values[np.isfinite(values)]
+
+
+def metric_test(name: str, cell: Cell, rs: RunSet, summaries: Summaries, split: dict[str, Groups],
+                rng: np.random.Generator, n_mc: int) -> MetricRow | None:
+    """Metric ``name`` over all seeds: AUROC faulty vs healthy of the runs' summaries, with its
+    permutation p-value (exchanging labels within twin pairs when every faulty seed has its twin),
+    and the calibration half's AUROC. None when there is nothing to test (fewer than 2 finite
+    summaries a side, or all equal). The Holm adjustment is filled in by :func:`metric_rows`."""
+    twin = {rs.metas[h]["seed"]: h for h in cell.healthy}
+    pairs = [(summaries[f][name], summaries[twin[rs.metas[f]["seed"]]][name]) for f in cell.faulty
+             if rs.metas[f]["seed"] in twin]
+    pairs = [(a, b) for a, b in pairs if math.isfinite(a) and math.isfinite(b)]
+    pos, neg = _finite(summaries, cell.faulty, name), _finite(summaries, cell.healthy, name)
+    if len(pos) < 2 or len(neg) < 2 or np.ptp(np.concatenate([pos, neg])) == 0:
+        return None          # not recorded, not finite, or constant: nothing to test
+    a = stats.auroc(pos, neg)
+    paired = len(pairs) == len(pos) == len(neg)
+    p = stats.auroc_pvalue(*(np.array(list(zip(*pairs))) if paired else (pos, neg)), paired=paired,
+                           rng=rng, n_mc=n_mc)
+    cal_auroc = stats.auroc(_finite(summaries, split["calibration"].faulty, name),
+                            _finite(summaries, split["calibration"].healthy, name))
+    return MetricRow(name=name, auroc=a, direction="higher" if a >= 0.5 else "lower", p_value=p, paired=paired,
+                     cal_auroc=cal_auroc, faulty_median=float(np.median(pos)), healthy_median=float(np.median(neg)),
+                     n_faulty_finite=len(pos), n_healthy_finite=len(neg))
+
+
+def selected_on_calibration(rows: list[MetricRow]) -> list[int]:
+    """Which metrics are selected as evidence (indices into ``rows``): calibration AUROC >=
+    SELECT_AUROC or <= 1 - SELECT_AUROC, strongest first, at most MAX_METRICS."""
+    chosen = [i for i, r in enumerate(rows) if math.isfinite(r.cal_auroc)
+              and abs(r.cal_auroc - 0.5) >= SELECT_AUROC - 0.5]
+    return sorted(chosen, key=lambda i: -abs(rows[i].cal_auroc - 0.5))[:MAX_METRICS]
+
+
+def metric_names(algo: str) -> list[str]:
+    """The metrics summarised and tested on a cell of ``algo`` (non-finite values are the
+    signatures' business)."""
+    return [m for m in applicable(algo) if m not in ("nonfinite",)]
+
+
+def metric_rows(cell: Cell, rs: RunSet, summaries: Summaries, split: dict[str, Groups],
+                rng: np.random.Generator, n_mc: int) -> tuple[list[MetricRow], list[Evidence]]:
+    """Every testable metric of the cell's algorithm (see :func:`metric_test`), Holm-adjusted over
+    the cell; the ones selected on the calibration half are tested on the held-out half (one-sided
+    permutation test in the calibrated direction) and become evidence (strength: 2 |AUROC - 0.5| on
+    calibration)."""
+    names = metric_names(cell.info["algo"])
+    tested = [r for r in (metric_test(n, cell, rs, summaries, split, rng, n_mc) for n in names) if r is not None]
+    rows = [replace(r, p_holm=adj, separates_all_seeds=bool(adj < ALPHA))
+            for r, adj in zip(tested, stats.holm([r.p_value for r in tested]))]
+    evidence = []
+    held = split["held-out"]
+    for i in selected_on_calibration(rows):
+        row = rows[i]
+        pos, neg = _finite(summaries, held.faulty, row.name), _finite(summaries, held.healthy, row.name)
+        sign = 1 if row.cal_auroc >= 0.5 else -1
+        test = HeldOutTest(auroc=stats.auroc(pos, neg), p=stats.one_sided_perm_p(sign * pos, sign * neg, rng, n_mc))
+        rows[i] = replace(row, held_out=test)
+        evidence.append(Evidence(f"{row.name} (AUROC)", test.p, 2 * abs(row.cal_auroc - 0.5)))
+    return rows, evidence
+
+
+# ---- the cell -----------------------------------------------------------------------------
+
+def manifested_by(evidence: list[Evidence]) -> list[str]:
+    """Fixed-sequence testing: the items in the order the calibration half ranks them (strongest
+    first), each at ALPHA, stopping at the first that fails; the family-wise error stays <= ALPHA
+    without dividing ALPHA by the number of items (which 4 vs 4 held-out seeds could never pass).
+    Returns the items that passed."""
+    ordered = sorted(evidence, key=lambda e: -e.strength)
+    return [e.item for e in ordered[:stats.fixed_sequence([e.p for e in ordered], ALPHA)]]
+
+
+def cell_summary(cell: Cell, rs: RunSet, windows: dict[str, Window], split: dict[str, Groups],
+                 evidence: list[Evidence]) -> CellSummary:
+    """The cell as a whole: its runs, how its faulty seeds ended, whether it manifested (and by
+    what), whether it could have (``min_p``: the smallest p-value its held-out seeds could give,
+    every faulty seed firing and no healthy one), and its progress metric faulty vs healthy (the
+    median over seeds of each run's mean over its window's last 5 updates)."""
+    statuses = [rs.metas[r]["status"] for r in cell.faulty]
+    diverged_updates = [windows[r].length for r in cell.faulty if rs.metas[r]["status"] == "diverged"]
+    progress = PROGRESS[cell.info["algo"]]
+
+    def final(rid: str) -> float:
+        rows = signatures.usable(window_rows(rs.metrics[rid], windows[rid]))[progress].dropna()
+        return float(rows.iloc[-5:].mean()) if len(rows) else math.nan
+
+    faulty_final = np.nanmedian([final(r) for r in cell.faulty]) if cell.faulty else math.nan
+    healthy_final = np.nanmedian([final(r) for r in cell.healthy]) if cell.healthy else math.nan
+    onsets = sorted({windows[r].onset for r in cell.faulty})
+    revealed = manifested_by(evidence)
+    held = split["held-out"]
+    min_p = stats.fisher_greater(len(held.faulty), len(held.faulty), 0, len(held.healthy))
+    first = rs.metas[cell.faulty[0]]
+    info = cell.info
+    return CellSummary(
+        fault=info["fault"], fault_params=info["fault_params"], onset_kind=info["onset_kind"], algo=info["algo"],
+        algo_variant=info["algo_variant"], env=info["env"], backend=info["backend"],
+        cell=cell.label, setup=cell.setup, base=info["base"], onsets=", ".join(map(str, onsets)),
+        n_faulty=len(cell.faulty), n_healthy=len(cell.healthy), n_control=len(cell.controls),
+        n_diverged=statuses.count("diverged"), n_crashed=statuses.count("crashed"),
+        diverged_updates=", ".join(map(str, diverged_updates)), n_evidence=len(evidence),
+        manifested=bool(revealed), manifested_by=", ".join(revealed), progress_metric=progress,
+        progress_faulty=float(faulty_final), progress_healthy=float(healthy_final),
+        fault_form=first.get("fault_form"), fault_kind=first.get("fault_kind"),
+        min_p=float(min_p), decidable=bool(min_p < ALPHA))
+
+
+def evaluate_cell(cell: Cell, rs: RunSet, rng: np.random.Generator, n_mc: int, frames: Frames | None = None
+                  ) -> CellResult:
+    """The protocol on one cell, reading each run's metrics through ``frames`` (default: the
+    canonical metrics as stored). ``rng`` is drawn from only by Monte Carlo permutation tests, in a
+    fixed order (the metrics' all-seed tests, then the selected metrics' held-out tests)."""
+    frames = frames or (lambda rid: rs.metrics[rid])
+    windows = cell_windows(cell, rs)
+    split = split_groups(cell, rs)
+    fault_cls = FAULTS.get(cell.info["fault"])
+    expected = list(fault_cls.expected) if fault_cls else []
+    sig_rows, sig_evidence = signature_rows(signature_results(cell, rs, windows, frames), split, expected)
+    names = metric_names(cell.info["algo"])
+    summaries = {rid: run_summary(window_rows(frames(rid), windows[rid]), names)
+                 for rid in cell.faulty + cell.healthy}
+    met_rows, met_evidence = metric_rows(cell, rs, summaries, split, rng, n_mc)
+    summary = cell_summary(cell, rs, windows, split, sig_evidence + met_evidence)
+    return CellResult(summary, sig_rows, met_rows)
