@@ -84,6 +84,9 @@ def _sampled_lines(runs: pd.DataFrame) -> list[str]:
 
 
 def datasheet(runs: pd.DataFrame, data: pd.DataFrame, rs: RunSet, command: str) -> str:
+    """DATASHEET.md of the labelled dataset: what it is, how it was made (``command``), the runs per
+    fault and setup by status, the splits, the columns of data.parquet / runs.parquet, and what the
+    labels do and do not mean."""
     setups = [setup_label(*r) for r in runs[["algo", "algo_variant", "env", "backend"]].itertuples(index=False)]
     counts = (runs.assign(setup=setups)
               .pivot_table(index=["fault", "setup"], columns="status", values="run_id", aggfunc="count",

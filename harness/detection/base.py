@@ -27,7 +27,7 @@ class RunInfo:
     - ``algo``, ``env``, ``backend`` and the ``action_space`` (``{"type": "discrete", "n": ..}`` or
       ``{"type": "box", "dim": ..}``);
     - ``configured``: the hyperparameters the run's config holds, restricted to the documented
-      whitelist (``PPOConfig.VISIBLE`` / ``GRPOConfig.VISIBLE`` in harness/config.py). A
+      whitelist (``PPOConfig.VISIBLE`` / ``GRPOConfig.VISIBLE`` in harness/config/schemas.py). A
       misconfigured fault's bad value is there, because the user's config holds it; nothing
       derived from the label, the onset, the fault or its parameters, the control flag or the
       variant is.
