@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from faults import FAULTS
-from harness.agents.grpo import group_advantages
+from harness.agents.grpo_math import group_advantages
 from harness.analysis import signatures
 from harness.config import ConfigError
 from harness.store import RunStore
@@ -89,19 +89,27 @@ def test_grpo_metrics_are_recorded(store_dir):
     assert steps["kl_ref"].notna().all()
 
 
-@pytest.mark.parametrize("seed", SEEDS[:2])
 @pytest.mark.parametrize("fault", FOR_GRPO)
-def test_fault_shows_expected_signature_on_grpo(fault, seed, store_dir):
+def test_fault_shows_expected_signature_on_grpo(fault, store_dir):
     """One of the fault's expected signatures fires (the first that does, usually the primary; a
-    shared fault's primary is sometimes PPO's: excessive_lr's KL spike is entropy collapse here)
-    and the healthy twin does not show it."""
-    faulty, twin = run_pair(fault, seed, store_dir)
+    shared fault's primary is sometimes PPO's: excessive_lr's KL spike is entropy collapse here) on
+    at least 2 of 3 seeds, and never on the healthy twin of a seed where it fired. A rate over
+    seeds, not one seed's run: GRPO's sampled completions differ between CPU families (torch picks
+    AVX2 or AVX-512 kernels), so a threshold one seed crosses on one machine may not on another."""
     expected = list(FAULTS[fault].expected)
-    results = signatures.evaluate(faulty.metrics, faulty.meta, names=expected)
-    fired = [name for name in expected if results[name].fired]
-    assert fired, f"{fault} seed {seed}: none of {expected} fired ({[results[n].evidence for n in expected]})"
-    on_twin = signatures.evaluate(twin.metrics, twin.meta, onset=faulty.meta["onset_update"], names=fired[:1])
-    assert not on_twin[fired[0]].fired, on_twin[fired[0]].evidence
+    fired_on: dict[int, list[str]] = {}
+    evidence = {}
+    for seed in SEEDS:
+        faulty, twin = run_pair(fault, seed, store_dir)
+        results = signatures.evaluate(faulty.metrics, faulty.meta, names=expected)
+        fired = [name for name in expected if results[name].fired]
+        evidence[seed] = [results[n].evidence for n in expected]
+        if fired:
+            fired_on[seed] = fired
+            on_twin = signatures.evaluate(twin.metrics, twin.meta, onset=faulty.meta["onset_update"],
+                                          names=fired[:1])
+            assert not on_twin[fired[0]].fired, f"seed {seed}: {on_twin[fired[0]].evidence} on the healthy twin"
+    assert len(fired_on) >= 2, f"{fault}: {expected} fired on seeds {sorted(fired_on)} only ({evidence})"
 
 
 @pytest.mark.parametrize("beta", ["0.0", "0.04"])
