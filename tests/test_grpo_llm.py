@@ -13,7 +13,7 @@ import torch
 
 from faults.base import Fault
 from harness.agents import sft
-from harness.agents.grpo import importance_weights
+from harness.agents.grpo_math import importance_weights
 from harness.agents.lm import build_model, completion_logits, token_logprobs
 from harness.agents.sampler import Sampler, filter_logits
 from harness.analysis import signatures
