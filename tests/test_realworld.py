@@ -95,23 +95,39 @@ def test_sb3_subclasses(sb3_logs: tuple[Path, dict[str, dict]]) -> None:
 
 def test_evaluate_reads_diagnose_answer(sb3_logs: tuple[Path, dict[str, dict]]) -> None:
     (healthy,) = by_variant(sb3_logs[1], "healthy")
-    out = evaluate.diagnose(healthy["path"])                 # python -m harness.diagnose, as a user runs it
-    assert "error" not in out, out
-    assert out["profile"] == "sb3" and out["algo"] == "ppo" and out["detected"] is True
-    assert isinstance(out["answer"], str) and out["top"] and "fault" in out["top"][0]
+    base = evaluate.baselines(healthy["path"])               # read as diagnose reads it, the rules streamed
+    assert "error" not in base, base
+    assert (base["profile"], base["algo"], base["n_steps"]) == ("sb3", "ppo", 3)
+    assert set(base) >= {"folk", "config_aware"} and isinstance(base["folk"]["alarmed"], bool)
     missing = evaluate.diagnose(healthy["path"].parent / "no-such-log.csv")
     assert "error" in missing and "no-such-log.csv" in missing["error"]
+    assert "error" in evaluate.baselines(healthy["path"].parent / "no-such-log.csv")
+    # python -m harness.diagnose, as a user runs it (REALWORLD_CATALOGUE: another catalogue's model)
+    out = evaluate.diagnose(healthy["path"], os.environ.get("REALWORLD_CATALOGUE", evaluate.DEFAULT_CATALOGUE))
+    if "error" in out and "diagnosis model" in out["error"]:
+        pytest.skip(f"no usable diagnosis model: {out['error']}")
+    assert "error" not in out, out
+    assert out["profile"] == "sb3" and out["algo"] == "ppo" and out["detected"] is True
+    assert isinstance(out["answer"], str) and out["ranking"] and 0 <= out["anomalous"] <= 1
+    assert isinstance(out["class"], list) and out["probabilities"]
+
+
+DIAGNOSE_JSON = {"log": "x", "profile": "trl", "detected": True, "algo": "grpo", "answer": "unknown",
+                 "kind": "unknown", "class": [], "anomalous": 0.7, "threshold": 0.5,
+                 "probabilities": {"zero_reward": 0.4, "healthy": 0.3},
+                 "ranking": [{"fault": "zero_reward", "probability": 0.4, "score": 0.4}]}
 
 
 def test_parse_answer() -> None:
-    answer = {"log": "x", "profile": "trl", "detected": True, "algo": "grpo", "answer": "unknown",
-              "ranking": [{"fault": "unknown", "score": 0.7}, {"fault": "healthy", "score": 0.2}]}
+    answer = DIAGNOSE_JSON
     assert evaluate.parse_answer(json.dumps(answer, indent=2)) == answer
     assert evaluate.parse_answer("UserWarning: something\n" + json.dumps(answer))["answer"] == "unknown"
     with pytest.raises(ValueError):
         evaluate.parse_answer("Traceback (most recent call last):\n  ...")
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="lacks"):
         evaluate.parse_answer(json.dumps({"log": "x", "ranking": []}))
+    with pytest.raises(ValueError, match="anomalous"):        # the previous contract (no detection score)
+        evaluate.parse_answer(json.dumps({k: v for k, v in answer.items() if k != "anomalous"}))
 
 
 def test_every_variant_has_a_fault_name() -> None:
@@ -267,3 +283,186 @@ def test_trl_plan_has_both_settings() -> None:
     for j in defaults:          # only the bug's own values and what it needs to act move off TRL's defaults
         assert set(j["config"]) <= {"learning_rate", "epsilon", "beta", "num_iterations"}, j
     assert trl_runs.plan(setting="script") == script and trl_runs.plan(setting="trl_defaults") == defaults
+
+
+# ---- evaluate.py's summaries, on synthetic per-log records (no diagnose runs) ------------------------------
+def log_record(fault: str, answer: str, anomalous: float, framework: str = "sb3", setting: str | None = None,
+               log: str = "primary", members: tuple[str, ...] = (), probabilities: dict[str, float] | None = None,
+               folk: str | None = None, config_aware: str | None = None, error: str | None = None) -> dict:
+    """A record as evaluate.record() stores it; ``folk`` / ``config_aware``: None (no alarm), "" (an alarm
+    naming no fault) or the fault the strongest alarm names."""
+    diagnosis = {"error": error} if error else {
+        "answer": answer, "kind": "class" if len(members) > 1 else ("fault" if members else answer),
+        "class": list(members), "anomalous": anomalous, "threshold": 0.5, "cannot_show": ["obs_norm_frozen"],
+        "probabilities": probabilities or {answer: 1.0}, "ranking": list(probabilities or {answer: 1.0}),
+        "profile": evaluate.EXPECTED[framework]["profile"], "algo": evaluate.EXPECTED[framework]["algo"]}
+    base = {"profile": evaluate.EXPECTED[framework]["profile"], "algo": evaluate.EXPECTED[framework]["algo"],
+            **{name: {"alarmed": v is not None, "first": None if v is None else 0, "fault": v or None, "strongest": 0.5}
+               for name, v in (("folk", folk), ("config_aware", config_aware))}}
+    return {"path": f"{framework}/{fault}-{answer}-{anomalous}", "framework": framework, "setting": setting,
+            "group": evaluate.group_of(framework, setting), "log": log, "kind": evaluate.PRIMARY_KIND[framework],
+            "fault": fault, "name": f"run-{fault}-{anomalous}", "can_show": evaluate.can_show(framework, fault),
+            "known": True, "answer": "error" if error else answer, "diagnosis": diagnosis, "baselines": base}
+
+
+SB3_RECORDS = [
+    log_record("healthy", "healthy", 0.1, folk="tiny_clip"),
+    log_record("healthy", "healthy", 0.3),
+    log_record("tiny_clip", "tiny_clip", 0.9, members=("tiny_clip",), probabilities={"tiny_clip": 0.9, "healthy": 0.1},
+               folk="tiny_clip", config_aware="tiny_clip"),
+    log_record("excessive_lr", "lr_too_low", 0.8, members=("lr_too_low", "excessive_lr"),
+               probabilities={"lr_too_low": 0.5, "excessive_lr": 0.4, "healthy": 0.1}, config_aware=""),
+    log_record("obs_norm_frozen", "healthy", 0.2),        # SB3's log cannot reveal it (LOG_LIMITS)
+]
+
+
+def rows_of(summary: dict, framework: str, log: str = "primary") -> dict[str, dict]:
+    return {r["detector"]: r for r in summary["scores"] if r["framework"] == framework and r["log"] == log}
+
+
+def test_can_show_is_decided_by_log_limits() -> None:
+    assert not evaluate.can_show("sb3", "obs_norm_frozen") and not evaluate.can_show("sb3", "truncation_as_termination")
+    assert evaluate.can_show("sb3", "zero_reward")                       # "half": kept
+    assert evaluate.can_show("cleanrl", "grad_clip_tiny") and evaluate.limit_of("cleanrl", "grad_clip_tiny")
+    assert evaluate.can_show("healthy", "healthy") and evaluate.can_show("trl", "excessive_lr")
+    assert evaluate.limit_of("trl-harness", "shared_policy") == evaluate.limit_of("trl", "shared_policy")
+    for (fw, fault), text in evaluate.LOG_LIMITS.items():                 # every entry says which kind it is
+        assert fw in evaluate.EXPECTED and text.split(":")[0] in ("cannot reveal", "partly", "half"), (fw, fault)
+    assert {fault for fw, fault in evaluate.LOG_LIMITS if fw == "cleanrl"} >= {
+        "grad_clip_tiny", "zero_reward", "reward_sign_flip", "reward_scale_wrong", "no_zero_grad"}
+
+
+def test_scores_of_the_diagnosis_and_baselines() -> None:
+    from harness.analysis.scores import BASELINES
+
+    rows = rows_of(evaluate.summarise(SB3_RECORDS), "sb3")
+    assert list(rows) == list(evaluate.DETECTORS) and evaluate.DETECTORS == ("diagnosis", *BASELINES)
+    d = rows["diagnosis"]
+    assert (d["n_healthy"], d["n_faulty"], d["errors"]) == (2, 3, 0)
+    assert d["healthy_called_healthy"] == 1.0 and d["tpr"] == pytest.approx(2 / 3, abs=1e-4)
+    assert d["auroc"] == pytest.approx(5 / 6, abs=1e-4)      # faulty .9 .8 .2 against healthy .1 .3
+    assert d["tpr_at_10_fpr"] == pytest.approx(2 / 3, abs=1e-4)
+    # can show: tiny_clip (right) and excessive_lr (its class, second most probable); obs_norm_frozen left out
+    assert d["can_show"] == {"n": 2, "top1": 0.5, "class_level": 1.0, "top3": 1.0, "right_when_detected": 0.5}
+    assert d["all"]["n"] == 3 and d["all"]["top1"] == pytest.approx(1 / 3, abs=1e-4)
+    assert d["all"]["class_level"] == pytest.approx(2 / 3, abs=1e-4)
+    assert rows["always_healthy"]["healthy_called_healthy"] == 1.0 and rows["always_healthy"]["tpr"] == 0.0
+    assert rows["always_healthy"]["can_show"]["top1"] == 0.0 and rows["always_healthy"]["auroc"] == 0.5
+    assert rows["flag_everything"]["healthy_called_healthy"] == 0.0 and rows["flag_everything"]["tpr"] == 1.0
+    assert rows["flag_everything"]["can_show"]["top1"] == 0.0
+    folk = rows["folk"]                                       # one false alarm; alarms on tiny_clip, naming it
+    assert folk["healthy_called_healthy"] == 0.5 and folk["tpr"] == pytest.approx(1 / 3, abs=1e-4)
+    assert folk["can_show"]["top1"] == 0.5 and folk["can_show"]["right_when_detected"] == 1.0
+    ca = rows["config_aware"]                                 # an alarm naming no fault answers "unknown"
+    assert ca["healthy_called_healthy"] == 1.0 and ca["tpr"] == pytest.approx(2 / 3, abs=1e-4)
+    assert ca["can_show"]["top1"] == 0.5 and ca["can_show"]["class_level"] == 0.5
+
+
+def test_per_fault_counts_and_confusion() -> None:
+    summary = evaluate.summarise(SB3_RECORDS)
+    cells = {r["fault"]: r for r in summary["per_fault"] if r["framework"] == "sb3"}
+    assert list(cells)[0] == "healthy"
+    assert cells["healthy"]["n"] == 2 and cells["healthy"]["top1"] == 2 and cells["healthy"]["folk_top1"] == 1
+    assert cells["excessive_lr"]["top1"] == 0 and cells["excessive_lr"]["class_level"] == 1
+    assert cells["excessive_lr"]["config_aware_top1"] == 0 and cells["tiny_clip"]["folk_top1"] == 1
+    assert not cells["obs_norm_frozen"]["can_show"] and cells["obs_norm_frozen"]["limit"].startswith("cannot reveal")
+    assert cells["obs_norm_frozen"]["said_cannot_show"] == 1 and cells["obs_norm_frozen"]["answers"] == {"healthy": 1}
+    assert summary["confusion"]["sb3"]["excessive_lr"] == {"lr_too_low": 1}
+
+
+def test_trl_settings_errors_and_targets() -> None:
+    trl = [log_record("healthy", "healthy", 0.1, "trl", "script"),
+           log_record("zero_reward", "zero_reward", 0.9, "trl", "script", members=("zero_reward",)),
+           log_record("healthy", "unknown", 0.8, "trl", "trl_defaults"),
+           log_record("zero_reward", "", 0.0, "trl", "trl_defaults", error="no diagnosis model"),
+           log_record("healthy", "healthy", 0.2, "trl", "script", log="tensorboard")]
+    summary = evaluate.summarise(SB3_RECORDS + trl)
+    groups = [(r["framework"], r["log"]) for r in summary["scores"] if r["detector"] == "diagnosis"]
+    assert groups == [("sb3", "primary"), ("trl", "primary"), ("trl", "tensorboard"), ("trl (script)", "primary"),
+                      ("trl (script)", "tensorboard"), ("trl (defaults)", "primary"), ("all", "primary"),
+                      ("all", "tensorboard")]
+    both, script, defaults = (rows_of(summary, g)["diagnosis"] for g in ("trl", "trl (script)", "trl (defaults)"))
+    assert (both["n_healthy"], both["n_faulty"], both["errors"]) == (2, 1, 1)
+    assert both["healthy_called_healthy"] == 0.5 and script["healthy_called_healthy"] == 1.0
+    assert (defaults["n_faulty"], defaults["errors"], defaults["healthy_called_healthy"]) == (0, 1, 0.0)
+    assert rows_of(summary, "all")["diagnosis"]["n_healthy"] == 4
+    assert [p["problem"] for p in summary["problems"]] == ["diagnose failed: no diagnosis model"]
+    targets = {(t["framework"], t["key"]): t for t in summary["targets"]}
+    assert targets[("sb3", "healthy_called_healthy")]["met"] is True
+    assert targets[("sb3", "top1")] == {"framework": "sb3", "measure": "top-1 (faults the log can show)",
+                                      "key": "top1", "target": 0.7, "value": 0.5, "n": 2, "met": False}
+    assert targets[("sb3", "class_level")]["met"] is True
+    assert targets[("trl", "healthy_called_healthy")]["met"] is False and targets[("trl", "top1")]["value"] == 1.0
+    assert targets[("cleanrl", "top1")]["met"] is None and targets[("cleanrl", "top1")]["n"] == 0
+    assert {t["framework"] for t in summary["targets"]} == {"sb3", "cleanrl", "trl", "trl (script)", "trl (defaults)"}
+    assert "**not met**" in evaluate.render(summary, {"date": "d", "commit": "c", "catalogue": "x", "logs": 12,
+                                                      "runs": 12, "wall_s": 1.0})
+
+
+def test_what_changed_and_from_json(tmp_path: Path) -> None:
+    previous = {"revision": "main", "revision_commit": "abc1234", "file": evaluate.PUBLISHED, "date": "then",
+                "harness_commit": "d7189f3", "logs": 275, "runs": 211,
+                "overall": {"sb3/primary": {"healthy_n": 20, "healthy_called_healthy": 0.95, "faulty_all_n": 60,
+                                            "top1_all": 0.417}}}
+    summary = evaluate.summarise(SB3_RECORDS, previous)
+    (sb3,) = [c for c in summary["changes"] if c["scope"] == "sb3/primary"]
+    assert sb3["healthy_called_healthy"] == {"before": 0.95, "before_n": 20, "now": 1.0, "now_n": 2, "change": 0.05}
+    assert sb3["top1_all"]["before"] == 0.417 and sb3["top1_all"]["change"] == pytest.approx(1 / 3 - 0.417, abs=1e-4)
+    assert sb3["top1_can_show_now"] == 0.5
+    assert {c["scope"] for c in summary["changes"]} == {"sb3/primary", "all/primary"}
+    meta = {"date": "now", "commit": "c", "catalogue": "results/catalogue", "logs": 5, "runs": 5, "wall_s": 1.0,
+            "previous": previous}
+    out = tmp_path / "realworld"
+    text = evaluate.write(out, summary, meta, SB3_RECORDS)
+    assert "## What changed" in text and "abc1234" in text and "+5 pts" in text
+    assert "None of these logs was used for fitting or tuning" in text
+    stored = json.loads(out.with_suffix(".json").read_text())
+    stored["scores"] = stored["changes"] = None                     # re-summarised from the logs and meta alone
+    out.with_suffix(".json").write_text(json.dumps(stored))
+    evaluate.main(["--from-json", "--out", str(out)])
+    again = json.loads(out.with_suffix(".json").read_text())
+    assert again["scores"] == summary["scores"] and again["changes"] == summary["changes"]
+    assert out.with_suffix(".md").read_text() == text
+
+
+def test_tasks_read_every_framework(tmp_path: Path) -> None:
+    """CleanRL's own variants get their harness names (no KeyError), its run directory is its one log,
+    TRL's settings are kept, directories of no framework (fixtures) are skipped, --limit caps each framework."""
+    def labels(framework: str, entries: dict[str, dict]) -> None:
+        (tmp_path / framework).mkdir()
+        (tmp_path / framework / "labels.json").write_text(json.dumps(entries))
+
+    run = "run-1/runs/CartPole-v1__ppo__2__1"
+    labels("cleanrl", {run: {"framework": "cleanrl", "env": "CartPole-v1", "variant": "zero_grad_missing",
+                             "seed": 2, "name": "run-1", "tensorboard": run}})
+    labels("sb3", {f"run-{i}/progress.csv": {"framework": "sb3", "env": env, "variant": "lr_high", "seed": 0,
+                                             "name": f"run-{i}", "tensorboard": f"run-{i}/tb/PPO_1"}
+                   for i, env in enumerate(["CartPole-v1", "Acrobot-v1"])})
+    labels("trl", {"run-t/checkpoint-150/trainer_state.json": {
+        "framework": "trl", "env": "sort5", "variant": "beta_neg", "seed": 0, "name": "run-t", "setting": "trl_defaults",
+        "tensorboard": "run-t/runs/x"}})
+    labels("fixtures-cleanrl", {"x": {"framework": "cleanrl", "variant": "healthy", "seed": 1, "name": "f"}})
+    todo = evaluate.tasks(tmp_path)
+    got = [(t["label"]["framework"], t["log"], t["kind"], t["label"]["fault"]) for t in todo]
+    assert got == [("sb3", "primary", "progress.csv", "excessive_lr"), ("sb3", "tensorboard", "tensorboard", "excessive_lr"),
+                   ("sb3", "primary", "progress.csv", "excessive_lr"),
+                   ("cleanrl", "primary", "tensorboard", "no_zero_grad"),
+                   ("trl", "primary", "trainer_state.json", "kl_penalty_sign_flip"),
+                   ("trl", "tensorboard", "tensorboard", "kl_penalty_sign_flip")]
+    assert todo[3]["path"] == tmp_path / "cleanrl" / run
+    assert evaluate.skipped_dirs(tmp_path) == ["fixtures-cleanrl"]
+    assert len(evaluate.tasks(tmp_path, limit=1)) == 3 and len(evaluate.tasks(tmp_path, "none")) == 4
+    known = {"no_zero_grad": ["ppo"], "kl_penalty_sign_flip": ["grpo"]}
+    rec = evaluate.record(todo[4], {"answer": "healthy"}, {}, known)
+    assert (rec["group"], rec["setting"], rec["known"], rec["can_show"]) == ("trl (defaults)", "trl_defaults", True, True)
+
+
+def test_evaluate_imports_no_harness_at_module_level() -> None:
+    """common.py, which the generators import, takes FAULTS from evaluate.py: neither may pull in the harness."""
+    import subprocess
+    import sys
+
+    code = ("import sys, benchmarks.realworld.common; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('harness', 'faults')))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=evaluate.REPO, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
