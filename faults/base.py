@@ -44,6 +44,9 @@ class Fault(Hooks):
                        ge=0, kind=int)
 
     name: ClassVar[str] = ""
+    #: the version of this fault's code: part of its runs' identity (with harness.TRAINING_VERSION for the
+    #: training code), so changing how a fault acts retrains its runs alone. Bump it with any such change.
+    version: ClassVar[int] = 1
     description: ClassVar[str] = ""
     #: the real reports it mimics, with the symptom they quote; or "synthetic: <why plausible>"
     provenance: ClassVar[str] = ""

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness import __version__
+from harness import TRAINING_VERSION
 from harness.analysis import dataset
 from harness.analysis.runs import RunSet
 from harness.detection.base import Detector
@@ -76,7 +76,7 @@ def small_dataset(cache_dir: str | Path | None = None, progress: bool = True) ->
     """Generate the small labelled dataset once (real runs, about a minute) and return its
     results_dir; later calls reuse it. Safe to call from parallel processes."""
 
-    key = hashlib.sha256(json.dumps([__version__, SMALL, SMALL_SEEDS]).encode()).hexdigest()[:10]
+    key = hashlib.sha256(json.dumps([TRAINING_VERSION, SMALL, SMALL_SEEDS]).encode()).hexdigest()[:10]
     root = Path(cache_dir or _cache_dir()) / f"small-dataset-{key}"
     if (root / "dataset" / "runs.parquet").exists():
         return root

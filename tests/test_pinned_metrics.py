@@ -4,8 +4,10 @@ Each pinned run (native PPO discrete and Gaussian, SB3's PPO, native GRPO on the
 on the Gaussian task, TRL's GRPOTrainer) is trained from scratch and its per-update and
 per-optimizer-step metrics are hashed (:func:`digest`). The digests were recorded on the code
 before the package layout moved (issue 20) and must not change: a change to the training code
-that alters a metric of a fixed config shows up here, and the pin is then re-recorded on purpose
-(``python -m tests.test_pinned_metrics``), saying why in the commit.
+that alters a metric of a fixed config shows up here; it is then made on purpose: bump
+``harness.TRAINING_VERSION`` (part of every run's identity, so no store reuses a run the new code
+would not reproduce) and re-record the pins (``python -m tests.test_pinned_metrics``), saying why in
+the commit.
 
 Floating-point kernels differ between CPU families (torch picks AVX2 or AVX-512 code at run
 time), so bit-identity is asserted where the recording's CPU capability matches this machine's;
@@ -23,6 +25,8 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+
+from harness import TRAINING_VERSION
 
 PINS = Path(__file__).parent / "data" / "pinned_metrics.json"
 
@@ -79,11 +83,13 @@ def test_metrics_unchanged(name, tmp_path_factory):
     if name.startswith("trl_"):
         pytest.importorskip("trl")
     pins = json.loads(PINS.read_text())
+    assert pins["training_version"] == TRAINING_VERSION, "TRAINING_VERSION was bumped: re-record the pins"
     pin = pins["runs"][name]
     run_dir = train(RUNS[name], tmp_path_factory.mktemp(name))
     got = digest(run_dir)
     if torch.backends.cpu.get_cpu_capability() == pins["cpu_capability"]:
-        assert got == pin["digest"], f"{name}: metrics changed on the CPU family they were pinned on"
+        assert got == pin["digest"], (f"{name}: metrics changed on the CPU family they were pinned on: if on purpose, "
+                                      "bump harness.TRAINING_VERSION and re-pin (python -m tests.test_pinned_metrics)")
         return
     # another CPU family: the same numbers up to kernel rounding
     frames = numeric(run_dir)
@@ -96,7 +102,8 @@ def test_metrics_unchanged(name, tmp_path_factory):
 
 def record(results_dir: Path) -> dict:
     """Train every pinned run and return the pins (digests, and the first rows' values)."""
-    out = {"cpu_capability": torch.backends.cpu.get_cpu_capability(), "torch": torch.__version__, "runs": {}}
+    out = {"training_version": TRAINING_VERSION, "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+           "torch": torch.__version__, "runs": {}}
     for name, overrides in RUNS.items():
         run_dir = train(overrides, results_dir / name)
         frames = numeric(run_dir)

@@ -22,10 +22,11 @@ over completions); every ratio statistic is over real tokens only.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import ClassVar, Protocol
+from typing import Any, ClassVar, Protocol
 
 import torch
 from torch.nn.utils import clip_grad_norm_, parameters_to_vector
@@ -331,3 +332,11 @@ def ppo_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batch: 
         nonfinite=int(nonfinite),
     )
     return metrics, stats.rows
+
+
+def begin_update(fault: Any, cfg: Any, update: int, n_updates: int) -> tuple[Hooks, Any]:
+    """The hooks and hyperparameters in force for update ``update`` of ``n_updates`` (the fault's,
+    from its onset), with ``lr`` the scheduled learning rate (``cfg.lr_at``: warmup, annealing or
+    decay; the scheduled-lr hook). Every native trainer and SB3 start each update with it."""
+    hooks, hp = fault.begin_update(update, cfg)
+    return hooks, dataclasses.replace(hp, lr=hooks.scheduled_lr(hp, update, n_updates))

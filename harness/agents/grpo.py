@@ -24,7 +24,7 @@ import torch
 
 from harness.agents import grpo_gaussian, sft
 from harness.agents.base import Trainer
-from harness.agents.core import MinibatchEval, aggregate, masked_mean, ppo_update
+from harness.agents.core import MinibatchEval, aggregate, begin_update, masked_mean, ppo_update
 from harness.agents.grpo_math import (
     group_metrics,
     hooked_group_advantages,
@@ -107,9 +107,11 @@ def train(exp: Experiment) -> Iterator[dict]:
     optimizer = torch.optim.Adam(policy.parameters(), lr=cfg.lr, fused=True)
     env_step = 0
 
+    n_updates = updates_planned(exp)
+
     try:
-        for update in range(updates_planned(exp)):
-            hooks, hp = fault.begin_update(update, cfg)
+        for update in range(n_updates):
+            hooks, hp = begin_update(fault, cfg, update, n_updates)
 
             # ---- the sampler's weights: every sync_every updates, lag versions old ------
             refresh_sampler(sampler, policy, update, hp, hooks)

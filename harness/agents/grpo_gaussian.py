@@ -17,7 +17,7 @@ from collections.abc import Iterator
 import torch
 from torch import nn
 
-from harness.agents.core import MinibatchEval, ppo_update
+from harness.agents.core import MinibatchEval, begin_update, ppo_update
 from harness.agents.grpo_math import (
     group_metrics,
     hooked_group_advantages,
@@ -85,9 +85,11 @@ def train(exp: Experiment) -> Iterator[dict]:
     optimizer = torch.optim.Adam(policy.parameters(), lr=cfg.lr, fused=True)
     env_step = 0
 
+    n_updates = updates_planned(exp)
+
     try:
-        for update in range(updates_planned(exp)):
-            hooks, hp = fault.begin_update(update, cfg)
+        for update in range(n_updates):
+            hooks, hp = begin_update(fault, cfg, update, n_updates)
 
             # ---- the sampler's weights, then G samples per prompt -------------------------
             refresh_sampler(sampler, policy, update, hp, hooks)

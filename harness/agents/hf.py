@@ -117,8 +117,10 @@ def trl_grpo_args(cfg: Any) -> dict[str, Any]:
         "num_generations": cfg.group_size,
         "num_iterations": cfg.num_iterations,
         "learning_rate": cfg.lr,
-        "lr_scheduler_type": "constant",
-        "warmup_steps": 0,
+        # the native schedule steps once per update: n_minibatches x num_iterations optimizer steps in TRL
+        "lr_scheduler_type": ("constant_with_warmup" if cfg.lr_decay == "constant" and cfg.warmup_updates
+                              else cfg.lr_decay),
+        "warmup_steps": cfg.warmup_updates * cfg.n_minibatches * cfg.num_iterations,
         "weight_decay": 0.0,
         "max_grad_norm": cfg.max_grad_norm,
         "epsilon": cfg.clip_range,

@@ -19,33 +19,22 @@ outside Monitor and any ``wrapper_class``.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterator
-from typing import Any
 
 import numpy as np
 import torch
 from gymnasium.wrappers.vector import NormalizeObservation, NormalizeReward
 
 from harness.agents.base import Trainer
-from harness.agents.core import MinibatchEval, ppo_update
+from harness.agents.core import MinibatchEval, begin_update, ppo_update
 from harness.agents.networks import ActorCritic
-from harness.config import ConfigError, EnvConfig, Experiment, PPOConfig
+from harness.config import ConfigError, EnvConfig, Experiment
 from harness.envs import make_vec_env
-from harness.hooks import Hooks
 
 
 def updates_planned(exp: Experiment) -> int:
     """How many updates the budget buys: one per ``num_envs x n_steps`` env steps."""
     return exp.env.total_timesteps // exp.algo.batch_size
-
-
-def begin_update(fault: Any, cfg: PPOConfig, update: int, n_updates: int) -> tuple[Hooks, PPOConfig]:
-    """The hooks and hyperparameters in force for update ``update`` of ``n_updates`` (the fault's,
-    from its onset), with ``lr`` the scheduled learning rate (warmup, annealing; the scheduled-lr
-    hook). Native PPO and SB3 start every update with it."""
-    hooks, hp = fault.begin_update(update, cfg)
-    return hooks, dataclasses.replace(hp, lr=hooks.scheduled_lr(hp, update, n_updates))
 
 
 def train(exp: Experiment) -> Iterator[dict]:

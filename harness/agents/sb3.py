@@ -46,8 +46,8 @@ from stable_baselines3.common.vec_env import VecNormalize
 from torch.nn.utils import parameters_to_vector
 
 from harness.agents.base import FrameworkTrainer
-from harness.agents.core import MinibatchStats, ratio_stats
-from harness.agents.ppo import begin_update, updates_planned
+from harness.agents.core import MinibatchStats, begin_update, ratio_stats
+from harness.agents.ppo import updates_planned
 from harness.config import ConfigError, EnvConfig, Experiment
 from harness.hooks import HEALTHY, Hooks, overrides
 
@@ -289,7 +289,7 @@ def train(exp: Experiment) -> Iterator[dict]:
     acts there), ``VecNormalize`` when normalising, and a ``PPO`` with the instrumented policy,
     rollout buffer and (for a zero-grad fault) optimizer; the schedules read this update's values
     from the instrument. Each update: this update's hooks and hyperparameters
-    (:func:`harness.agents.ppo.begin_update`) set on the model, one ``learn()`` call of ``batch_size``
+    (:func:`harness.agents.core.begin_update`) set on the model, one ``learn()`` call of ``batch_size``
     env steps (rollout and update), then the row: rollout metrics from the recorder, update metrics
     measured by the instrument, the values SB3 logs where they are canonical (cross-checked against
     the measured ones), the parameter change, ``steps`` (one row per minibatch) and ``episodes``."""

@@ -298,10 +298,15 @@ def apply_hyperparams(trainer: Any, hp: Any, hooks: Hooks) -> None:
     """Put this update's effective values where the trainer reads them."""
     from trl.trainer.utils import add_fused_lm_head
 
-    for group in trainer.optimizer.param_groups:
-        group["lr"] = hp.lr
+    # the base rate of TRL's own schedule (warmup, decay: lr_scheduler_type), at the step it has reached
+    scale = 1.0
     if trainer.lr_scheduler is not None:
         trainer.lr_scheduler.base_lrs = [hp.lr for _ in trainer.lr_scheduler.base_lrs]
+        lambdas = getattr(trainer.lr_scheduler, "lr_lambdas", None)
+        if lambdas:
+            scale = float(lambdas[0](trainer.lr_scheduler.last_epoch))
+    for group in trainer.optimizer.param_groups:
+        group["lr"] = hp.lr * scale
     trainer.epsilon_low = trainer.epsilon_high = hp.clip_range
     trainer.beta = hp.beta
     trainer.num_iterations = hp.num_iterations
@@ -603,7 +608,8 @@ _DIFFERENCES = {
                                 "TRL's logged completions/clipped_ratio is the canonical response_clip_ratio"),
 }
 #: what differs between the backends for every run, healthy ones included
-_COMMON_DIFFERENCES = ("TRL does not clamp log-ratios (native: |log r| <= 20, verl's clamp); TRL computes the old "
+_COMMON_DIFFERENCES = ("TRL does not clamp log-ratios (native: |log r| <= 20, verl's clamp); a warmup or decay "
+                       "schedule steps per optimizer step in TRL, per update natively; TRL computes the old "
                       "log-probs with its fused LM head and the metrics' sampler log-probs with a plain forward "
                       "(float differences ~1e-6); TRL draws prompts with its own RepeatSampler, so the prompts "
                       "of a seed differ from the native run's.")

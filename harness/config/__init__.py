@@ -21,6 +21,7 @@ from harness.config.schemas import (
     IS_CORRECTIONS,
     KL_ESTIMATORS,
     LOSS_AGGS,
+    LR_DECAYS,
     SAMPLER_PRECISIONS,
     BackendConfig,
     Config,
@@ -39,6 +40,6 @@ from harness.config.visibility import HIDDEN, visible_config
 CONF_DIR = conf_dir()
 
 __all__ = ["ALGO_SCHEMAS", "CONF_DIR", "GRPO_MODELS", "GRPO_SCALES", "HIDDEN", "IS_CORRECTIONS",
-           "KL_ESTIMATORS", "LOSS_AGGS", "SAMPLER_PRECISIONS", "BackendConfig", "Config", "ConfigError", "EnvConfig",
+           "KL_ESTIMATORS", "LOSS_AGGS", "LR_DECAYS", "SAMPLER_PRECISIONS", "BackendConfig", "Config", "ConfigError", "EnvConfig",
            "Experiment", "GRPOConfig", "ModelConfig", "PPOConfig", "algo_label", "backend_config", "check_range", "locate",
            "register_configs", "setup_label", "to_object", "visible_config"]

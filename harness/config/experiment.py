@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any
 
-from harness import __version__ as HARNESS_VERSION
+from harness import TRAINING_VERSION
 from harness.config.schemas import BackendConfig, EnvConfig, GRPOConfig, PPOConfig
 
 
@@ -28,11 +28,12 @@ class Experiment:
     def key(self) -> dict[str, Any]:
         """What identifies the run: the resolved config minus output paths and display flags."""
         return {
-            "harness": HARNESS_VERSION,
+            "training": TRAINING_VERSION,   # the training code's version (harness/__init__.py)
             "algo": _plain(self.algo),
             "env": _plain(self.env),
             "backend": {"name": self.backend.name},   # its trainers follow from the name
             "fault_name": self.fault.name,
+            "fault_version": getattr(self.fault, "version", 1),   # the fault's own code version (faults/base.py)
             "fault": self.fault_cfg,
             "seed": self.seed,
             "torch_threads": self.torch_threads,

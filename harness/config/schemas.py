@@ -8,6 +8,7 @@ one-line message.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, ClassVar
@@ -108,6 +109,8 @@ SAMPLER_PRECISIONS = ("fp32", "bf16", "fp16")
 #: (truncate = TIS, mask = MIS; per token or per sequence), or none
 IS_CORRECTIONS = ("none", "token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
 KL_ESTIMATORS = ("k1", "k2", "k3")
+#: the learning-rate schedule after the warmup (transformers' schedulers, stepped per update here)
+LR_DECAYS = ("constant", "linear", "cosine")
 
 
 @dataclass
@@ -138,6 +141,8 @@ class GRPOConfig:
     clip_range: float = MISSING      # TRL epsilon, verl clip_ratio
     log_ratio_clamp: float = MISSING  # |log r| is clamped to this before exp (verl: 20; 0 = off, as TRL)
     beta: float = MISSING            # KL penalty to the frozen reference (TRL beta, verl kl_loss_coef)
+    warmup_updates: int = MISSING    # linear lr warmup over this many updates (TRL warmup_steps, in updates)
+    lr_decay: str = MISSING          # after the warmup: constant | linear | cosine (TRL lr_scheduler_type)
     scale: str = MISSING             # advantage scale: group | batch | none (TRL scale_rewards)
     loss_agg: str = MISSING          # token_mean | seq_mean (verl loss_agg_mode)
     adv_eps: float = MISSING         # (r - mean) / (std + adv_eps)
@@ -179,6 +184,7 @@ class GRPOConfig:
 
     VISIBLE: ClassVar[tuple[str, ...]] = (
         "n_prompts", "group_size", "num_iterations", "n_minibatches", "lr", "clip_range", "log_ratio_clamp", "beta",
+        "warmup_updates", "lr_decay",
         "scale", "loss_agg", "adv_eps", "ent_coef", "max_grad_norm",
         "model", "n_layers", "d_model", "n_heads", "d_ff", "tie_embeddings", "dropout", "hidden",
         "max_new_tokens", "temperature", "top_p", "top_k", "sampler_precision", "sync_every", "sampler_lag",
@@ -198,6 +204,21 @@ class GRPOConfig:
     def batch_size(self) -> int:
         return self.n_prompts * self.group_size
 
+    def lr_at(self, update: int, n_updates: int) -> float:
+        """The scheduled learning rate of update ``update`` (from 0) of ``n_updates``, as transformers'
+        schedulers give it per step: linear warmup over ``warmup_updates`` (the first update at
+        lr / warmup_updates), then ``lr_decay`` over the remaining updates (constant; linear to 0;
+        cosine to 0)."""
+        lr = self.lr
+        if update < self.warmup_updates:
+            return lr * (update + 1) / self.warmup_updates
+        if self.lr_decay == "constant":
+            return lr
+        progress = (update - self.warmup_updates) / max(1, n_updates - self.warmup_updates)
+        if self.lr_decay == "linear":
+            return lr * max(0.0, 1.0 - progress)
+        return lr * 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
+
     def sft_config(self) -> dict[str, Any]:
         """What the warm-up checkpoint depends on in this config (the model and the SFT settings)."""
         names = ("model", "n_layers", "d_model", "n_heads", "d_ff", "tie_embeddings", "dropout", "hidden",
@@ -213,6 +234,7 @@ class GRPOConfig:
         check_range("algo", "clip_range", self.clip_range, gt=0, le=10)
         check_range("algo", "log_ratio_clamp", self.log_ratio_clamp, ge=0, le=88)
         check_range("algo", "beta", self.beta, ge=0, le=100)
+        check_range("algo", "warmup_updates", self.warmup_updates, ge=0, kind=int)
         check_range("algo", "adv_eps", self.adv_eps, gt=0, le=1)
         check_range("algo", "ent_coef", self.ent_coef, ge=-1, le=1)
         check_range("algo", "max_grad_norm", self.max_grad_norm, gt=0)
@@ -230,7 +252,7 @@ class GRPOConfig:
         check_range("algo", "sft_seed", self.sft_seed, ge=0, le=2**32 - 1, kind=int)
         for name, choices in (("scale", GRPO_SCALES), ("loss_agg", LOSS_AGGS), ("model", GRPO_MODELS),
                               ("sampler_precision", SAMPLER_PRECISIONS), ("is_correction", IS_CORRECTIONS),
-                              ("kl_estimator", KL_ESTIMATORS)):
+                              ("kl_estimator", KL_ESTIMATORS), ("lr_decay", LR_DECAYS)):
             if getattr(self, name) not in choices:
                 raise ConfigError(f"algo.{name}={getattr(self, name)!r}; valid choices: {', '.join(choices)}")
         if self.d_model % self.n_heads or (self.d_model // self.n_heads) % 2:

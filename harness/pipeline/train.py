@@ -40,7 +40,8 @@ class RunResult:
 
 
 def library_versions() -> dict[str, str]:
-    versions = {"python": platform.python_version(), "harness": harness.__version__}
+    versions = {"python": platform.python_version(), "harness": harness.__version__,
+                "training": harness.TRAINING_VERSION}
     for dist in VERSIONED:
         try:
             versions[dist] = metadata.version(dist)
