@@ -5,9 +5,10 @@
 Builds the diagnosis model's training examples exactly as ``python -m harness.catalogue`` does
 (the diverse dataset plus the catalogue's calibration seeds; the examples are cached beside the
 published model), then fits each kind on the training part of the "held-out runs" protocol and
-scores it on the held-out diverse runs (``logistic:C`` sets the logistic's strength), per algorithm and view: top-1 on faulty logs, healthy
-logs called healthy, calibration error, and the fit time. The catalogue's ``model_kind`` should be
-the kind with the best held-out top-1 at >= 90% healthy called healthy; nothing here looks at the
+scores it on the held-out diverse runs (``logistic:C`` sets the logistic's strength), per algorithm and
+view: class-level and top-1 attribution on faulty logs, healthy logs called healthy, detection AUROC,
+calibration error, and the fit time. The catalogue's ``model_kind`` should be the kind with the best
+held-out class-level attribution at >= 90% healthy called healthy; nothing here looks at the
 real-framework test logs. ``--record`` writes benchmarks/results/model_kinds.json.
 """
 
@@ -27,13 +28,9 @@ sys.path.insert(0, str(ROOT))
 def main() -> None:
     from joblib import Parallel, delayed
 
-    from harness.analysis.model import (
-        VIEWS,
-        check_kind,
-        protocols,
-        run_protocol,
-        training_examples,
-    )
+    from harness.analysis.examples import VIEWS, training_examples
+    from harness.analysis.model import check_kind
+    from harness.analysis.protocols import protocols, run_protocol
     from harness.analysis.runs import RunSet
     from harness.catalogue.protocol import extra_training_runs
 
@@ -57,21 +54,23 @@ def main() -> None:
     def one(kind: str, algo: str, view: str, protocol):
         t = time.perf_counter()
         out = run_protocol(examples, algo, view, protocol, kind=kind)
-        return None if out is None else {**{k: v for k, v in out.items() if k != "per_class"},
-                                         "fit_s": round(time.perf_counter() - t, 1)}
+        mine = None if out is None else next(r for r in out if r["detector"] == "diagnosis")
+        return None if mine is None else {**{k: v for k, v in mine.items() if k != "per_class"},
+                                          "fit_s": round(time.perf_counter() - t, 1)}
 
     held_out = {algo: protocols(examples, algo, left_out=False)[0] for algo in VIEWS}   # the held-out-runs split
     jobs = [(kind, algo, view, held_out[algo]) for kind in kinds for algo, views in VIEWS.items() for view in views]
     rows = [r for r in Parallel(n_jobs=args.jobs)(delayed(one)(*j) for j in jobs) if r]
-    print(f"{'kind':14s} {'algo':5s} {'view':10s} {'top-1':>6s} {'healthy':>8s} {'ECE':>6s} {'fit s':>6s}")
+    print(f"{'kind':14s} {'algo':5s} {'view':10s} {'class':>6s} {'top-1':>6s} {'healthy':>8s} {'AUROC':>6s} "
+          f"{'ECE':>6s} {'fit s':>6s}")
     for r in rows:
-        print(f"{r['model_kind']:14s} {r['algo']:5s} {r['view']:10s} {r['top1_faulty']:6.1%} "
-              f"{r['healthy_called_healthy']:8.1%} {r['ece']:6.3f} {r['fit_s']:6.1f}")
+        print(f"{r['model_kind']:14s} {r['algo']:5s} {r['view']:10s} {r['class_level']:6.1%} {r['top1']:6.1%} "
+              f"{r['healthy_called_healthy']:8.1%} {r['auroc']:6.3f} {r['ece']:6.3f} {r['fit_s']:6.1f}")
     summary = {}
     for kind in kinds:
         mine = [r for r in rows if r["model_kind"] == kind]
         summary[kind] = {k: round(sum(r[k] for r in mine) / len(mine), 4) for k in
-                         ("top1_faulty", "healthy_called_healthy", "ece")} if mine else {}
+                         ("class_level", "top1", "healthy_called_healthy", "auroc", "ece")} if mine else {}
         print(f"{kind:14s} mean over views: {summary[kind]}")
     if args.record:
         out = ROOT / "benchmarks" / "results" / "model_kinds.json"

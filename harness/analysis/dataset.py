@@ -5,8 +5,10 @@ Written to ``results_dir/dataset/``:
 - ``data.parquet``: one row per (run, update): run_id, update, env_step, every canonical
   metric, and the labels fault, fault_active, is_control, algo, algo_variant, env, backend,
   seed, onset, status.
-- ``runs.parquet``: one row per run: labels, status and error, and the configured and
-  effective hyperparameters (``configured.<name>``, ``effective.<name>``).
+- ``runs.parquet``: one row per run: labels, status and error, how much it learned
+  (``learning_share``, ``learns``: :mod:`harness.analysis.learning`; a healthy run that does not learn
+  has ``label`` ``not_learning``), and the configured and effective hyperparameters
+  (``configured.<name>``, ``effective.<name>``).
 - ``splits.parquet``: deterministic splits per run: ``by_seed`` (seed % 5 in 0-2 train, 3
   val, 4 test) and ``heldout_<env>`` (that env is test, the others train).
 - ``DATASHEET.md``: counts per label, how the data were generated, library versions.
@@ -21,6 +23,7 @@ from typing import Any
 
 import pandas as pd
 
+from harness.analysis.learning import NOT_LEARNING, learning
 from harness.analysis.runs import RunSet, run_labels
 from harness.config import setup_label
 from harness.markdown import table
@@ -35,8 +38,11 @@ def runs_table(rs: RunSet) -> pd.DataFrame:
     rows = []
     for rid, m in rs.metas.items():
         hp = m["hyperparameters"]
+        learned = learning(rs.metrics[rid], m)
+        label = m["fault"] if m["fault"] != "none" else (NOT_LEARNING if learned.learns is False else "healthy")
         rows.append({
-            "run_id": rid, **run_labels(m), "env_id": m["env_id"], "error": m["error"],
+            "run_id": rid, **run_labels(m), "label": label, "learning_share": learned.share,
+            "learns": learned.learns, "env_id": m["env_id"], "error": m["error"],
             "n_updates_planned": m["n_updates_planned"], "wall_s": m["wall_s"],
             "total_timesteps": m["total_timesteps"], "action_space": json.dumps(m["action_space"], sort_keys=True),
             **{f"configured.{k}": v for k, v in hp["configured"].items()},

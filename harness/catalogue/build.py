@@ -19,7 +19,7 @@ import pandas as pd
 
 from harness.analysis import dataset
 from harness.analysis import plots as plotting
-from harness.analysis.model import fit_and_evaluate
+from harness.analysis.protocols import fit_and_evaluate
 from harness.analysis.runs import RunSet
 from harness.catalogue.agreement import backend_agreement, backend_notes
 from harness.catalogue.baselines import healthy_baselines

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from harness.analysis.model import VIEWS
+from harness.analysis.examples import VIEWS
 from harness.analysis.runs import RunSet
 from harness.catalogue.protocol import Frames, evaluate_cell
 from harness.logs import to_canonical

@@ -15,7 +15,7 @@ from omegaconf import DictConfig, OmegaConf
 from harness.analysis.model import load_models
 from harness.commands.app import run_app
 from harness.config import CONF_DIR, ConfigError
-from harness.detection.diagnosis import UNKNOWN, Diagnosis, diagnose_log, model_path
+from harness.detection.diagnosis import HEALTHY, TOO_SHORT, UNKNOWN, Diagnosis, diagnose_log, model_path
 from harness.logs import LoadedLog, load_log
 
 
@@ -54,43 +54,75 @@ def describe(log: LoadedLog, cfg: DictConfig) -> list[str]:
     return lines
 
 
-def verdict(d: Diagnosis) -> str:
-    if d.answer == UNKNOWN:
-        return (f"anomalous, cause unknown (P(anomalous) = {d.anomalous:.2f}; no known fault reaches "
-                f"{d.model.unknown_threshold:.2f})")
-    return f"{d.answer} (P = {d.probability:.2f}; P(anomalous) = {d.anomalous:.2f})"
+def verdict(d: Diagnosis) -> list[str]:
+    """The answer and the rule it follows from, in the numbers printed under it."""
+    r = d.result
+    if r.answer == TOO_SHORT:
+        return [f"answer: too short to judge ({r.n_rows} training steps; the diagnosis needs >= {r.min_rows})"]
+    rule = (f"P(anomalous) = {r.anomalous:.2f} (a fault this log can show) "
+            f"{'<' if r.anomalous < r.threshold else '>='} threshold {r.threshold:.2f}")
+    if r.answer == HEALTHY:
+        lines = [f"answer: healthy ({rule})"]
+    elif r.answer == UNKNOWN:
+        lines = [f"answer: anomalous, cause unknown ({rule}; no fault or class reaches "
+                 f"{r.unknown_threshold:.2f})"]
+    elif r.kind == "class":
+        lines = [f"answer: one of {', '.join(r.members)} (P = {r.class_probability:.2f}: this log cannot tell "
+                 f"them apart; {rule}); most likely {r.answer} ({r.probability:.2f})",
+                 "  settings to check: " + ("; ".join(r.settings) or "-")]
+    else:
+        lines = [f"answer: {r.answer} (P = {r.probability:.2f}; {rule})"]
+        if r.settings:
+            lines.append("  settings to check: " + "; ".join(r.settings))
+    if r.invisible:
+        lines.append(f"faults this log cannot show (their runs look healthy in the {d.view} view): "
+                     + ", ".join(r.invisible))
+    return lines
 
 
 def report(d: Diagnosis, top: int) -> list[str]:
     card = d.model.info
     oos = card.get("out_of_sample") or {}
-    lines = ["", f"answer: {verdict(d)}",
+    r = d.result
+    lines = ["", *verdict(d),
              f"model: {d.model.algo} in the {d.view} view, fitted on {card.get('n_runs', '?')} runs (the diverse "
-             f"dataset and the catalogue's calibration seeds)" + (f"; out of sample (held-out runs): top-1 {oos['top1_faulty']:.0%} on faulty logs, "
-                           f"{oos['healthy_called_healthy']:.0%} of healthy logs called healthy, calibration "
-                           f"error {oos['ece']:.3f}" if oos else ""),
-             "probabilities:"]
-    lines += [f"  {name:28s} {p:6.3f}" for name, p in list(d.probabilities.items())[:top]]
+             f"dataset and the catalogue's calibration seeds)" + (
+                 f"; out of sample (held-out runs): healthy called healthy {oos['healthy_called_healthy']:.0%}, "
+                 f"faulty called anomalous {oos['tpr']:.0%}, top-1 {oos['top1']:.0%}, class-level "
+                 f"{oos['class_level']:.0%}" if oos else "")]
+    for name, ev in r.evidence.items():
+        rates = ", ".join(f"{c} {k}/{n}" for c, (k, n) in ev["rates"].items())
+        lines.append(f"evidence: {name}: {ev['description']} (fired on training logs of this view: {rates})")
+    lines.append("probabilities (after the evidence; the model's own in brackets):")
+    lines += [f"  {name:28s} {p:6.3f}  ({r.model_probabilities.get(name, float('nan')):.3f})"
+              for name, p in list(r.probabilities.items())[:top]]
     if d.expected:
-        lines.append(f"{d.answer}'s expected signature in this log:")
+        lines.append(f"{r.answer}'s expected signature in this log:")
         lines += [f"  - {name}: {what}" for name, what in d.expected.items()]
     lines.append("signatures that fire in this log (default thresholds): "
-                 + (", ".join(f"{n} ({r.evidence})" for n, r in d.fired.items()) or "none"))
+                 + (", ".join(f"{n} ({res.evidence})" for n, res in d.fired.items()) or "none"))
     return lines
+
+
+def as_json(cfg: DictConfig, log: LoadedLog, d: Diagnosis) -> dict[str, Any]:
+    """The machine-readable answer (a stable contract for scripts)."""
+    r = d.result
+    ranking = [{"fault": k, "probability": v, "score": v} for k, v in list(r.probabilities.items())[: cfg.top]]
+    return {"log": str(cfg.log), "profile": log.profile, "detected": log.detected, "algo": log.algo,
+            "view": d.view, "n_steps": r.n_rows, "answer": r.answer, "kind": r.kind, "probability": r.probability,
+            "class": list(r.members), "class_probability": r.class_probability, "settings_to_check": list(r.settings),
+            "anomalous": r.anomalous, "threshold": r.threshold, "unknown_threshold": r.unknown_threshold,
+            "min_steps": r.min_rows, "cannot_show": list(r.invisible), "evidence": r.evidence,
+            "probabilities": r.probabilities, "model_probabilities": r.model_probabilities, "ranking": ranking,
+            "expected_signature": d.expected, "fired": {n: res.evidence for n, res in d.fired.items()}}
 
 
 @hydra.main(config_path=str(CONF_DIR), config_name="diagnose", version_base=None)
 def app(cfg: DictConfig) -> None:
     log = read(cfg)
     d = diagnose_log(log, load_models(model_path(cfg.catalogue)), cfg.n_actions, cfg.optimizer_steps)
-    if cfg.format == "json":     # the machine-readable answer (a stable contract for scripts)
-        ranking = [{"fault": k, "probability": v, "score": v} for k, v in list(d.probabilities.items())[: cfg.top]]
-        print(json.dumps({"log": str(cfg.log), "profile": log.profile, "detected": log.detected, "algo": log.algo,
-                          "view": d.view, "answer": d.answer, "probability": d.probability,
-                          "anomalous": d.anomalous,
-                          "probabilities": d.probabilities, "ranking": ranking,
-                          "expected_signature": d.expected,
-                          "fired": {n: r.evidence for n, r in d.fired.items()}}, indent=2))
+    if cfg.format == "json":
+        print(json.dumps(as_json(cfg, log, d), indent=2, default=float))
         return
     print("\n".join(describe(log, cfg) + report(d, cfg.top)))
 

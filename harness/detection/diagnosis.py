@@ -1,17 +1,17 @@
-"""Diagnosis of a training log: healthy, one of the known faults, or "anomalous, cause unknown".
+"""Diagnosis of a training log: healthy, one of the known faults (or a class of faults this log cannot
+tell apart), or "anomalous, cause unknown".
 
-The log is read and put in canonical form by :mod:`harness.logs` (every format a PPO/GRPO user
-has, the dialect detected from its names). Its window features (:mod:`harness.analysis.features`)
-go to the model fitted by ``python -m harness.catalogue`` on the diverse dataset for that
-algorithm and that framework's view (:mod:`harness.analysis.model`), which gives calibrated
-probabilities; the answer follows :func:`harness.analysis.model.answer`. The evidence shown is the
-signatures that fire in the log at their default thresholds, and whether the answer's expected
-signature is among them.
+The log is read and put in canonical form by :mod:`harness.logs` (every format a PPO/GRPO user has,
+the dialect detected from its names). Its window features (:mod:`harness.analysis.features`) and its
+exact evidence (:mod:`harness.analysis.evidence`) go to the model fitted by ``python -m
+harness.catalogue`` for that algorithm and that framework's view (:mod:`harness.analysis.model`);
+the answer and every number it follows from are in :class:`harness.analysis.model.Answer`. Shown
+beside it: the signatures that fire in the log at their default thresholds, and whether the answer's
+expected signature is among them.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,15 +19,10 @@ from typing import Any
 import pandas as pd
 
 from faults import FAULTS
-from harness.analysis import signatures
+from harness.analysis import evidence, signatures
+from harness.analysis.examples import VIEWS
 from harness.analysis.features import features
-from harness.analysis.model import (
-    HEALTHY,
-    UNKNOWN,
-    VIEWS,
-    DiagnosisModel,
-    load_models,
-)
+from harness.analysis.model import HEALTHY, TOO_SHORT, UNKNOWN, Answer, DiagnosisModel, load_models
 from harness.config import ConfigError
 from harness.logs import LoadedLog, load_log
 from harness.metrics import CANONICAL
@@ -71,17 +66,29 @@ def log_signatures(log: LoadedLog, meta: dict[str, Any]) -> dict[str, signatures
 
 @dataclass
 class Diagnosis:
-    answer: str                               # healthy | a fault name | unknown
-    probabilities: dict[str, float]           # every class, most probable first
-    view: str                                 # the model's view
+    """The model's answer on a log (:class:`Answer`), with the signatures that fire in it."""
+
+    result: Answer
+    view: str
     model: DiagnosisModel
     fired: dict[str, signatures.Result] = field(default_factory=dict)
     expected: dict[str, str] = field(default_factory=dict)    # the answer's expected signature -> what it shows
-    anomalous: float = math.nan                               # P(not healthy), whatever the cause
+
+    @property
+    def answer(self) -> str:
+        return self.result.answer
+
+    @property
+    def probabilities(self) -> dict[str, float]:
+        return self.result.probabilities
 
     @property
     def probability(self) -> float:
-        return self.probabilities.get(self.answer, math.nan)
+        return self.result.probability
+
+    @property
+    def anomalous(self) -> float:
+        return self.result.anomalous
 
 
 def pick_model(models: dict[tuple[str, str], DiagnosisModel], algo: str, profile: str) -> DiagnosisModel:
@@ -95,24 +102,29 @@ def pick_model(models: dict[tuple[str, str], DiagnosisModel], algo: str, profile
                       f"{', '.join(sorted({a for a, _ in models}))}); rebuild it with python -m harness.catalogue")
 
 
+def answer_frame(model: DiagnosisModel, frame: pd.DataFrame, config: dict[str, Any],
+                 space: dict[str, Any] | None = None) -> Answer:
+    """The model's answer on a canonical frame (a log, or the updates a monitor has seen so far)."""
+    row = pd.DataFrame([features(frame, CANONICAL, model.algo, config, space, model.view)])
+    observed = evidence.observe(frame, config)
+    ev = pd.DataFrame([{f"ev:{k}": (float("nan") if v is None else float(v)) for k, v in observed.items()}])
+    return model.diagnose(row, ev, [len(frame)])[0]
+
+
 def diagnose_log(log: LoadedLog, models: dict[tuple[str, str], DiagnosisModel], n_actions: int | None = None,
                  optimizer_steps: int | None = None) -> Diagnosis:
     """Diagnose a log already in canonical form."""
     model = pick_model(models, log.algo, log.profile)
     space = {"type": "discrete", "n": int(n_actions)} if n_actions and model.view == "canonical" else None
-    row = pd.DataFrame([features(log.metrics, CANONICAL, log.algo, log.config, space)])
-    probs_frame, anomalous, answers = model.diagnose(row)
-    probs = probs_frame.iloc[0].sort_values(ascending=False)
-    result = answers[0]
+    result = answer_frame(model, log.metrics, dict(log.config), space)
     fired = log_signatures(log, context(log, n_actions, optimizer_steps))
     expected = {}
-    if result in FAULTS:
-        for name in FAULTS[result].expected:
+    for fault in (result.members or ((result.answer,) if result.answer in FAULTS else ())):
+        for name in FAULTS[fault].expected:
             res = fired.get(name)
-            expected[name] = ("not in this log" if res is None or not res.evaluable
-                              else ("fired: " if res.fired else "did not fire: ") + res.evidence)
-    return Diagnosis(result, {str(k): float(v) for k, v in probs.items()}, model.view, model,
-                     {k: v for k, v in fired.items() if v.fired}, expected, float(anomalous[0]))
+            expected.setdefault(name, "not in this log" if res is None or not res.evaluable
+                                else ("fired: " if res.fired else "did not fire: ") + res.evidence)
+    return Diagnosis(result, model.view, model, {k: v for k, v in fired.items() if v.fired}, expected)
 
 
 def diagnose(log_path: str | Path, profile: str | dict[str, Any] = "auto", catalogue: str | Path = "results/catalogue",
@@ -123,4 +135,5 @@ def diagnose(log_path: str | Path, profile: str | dict[str, Any] = "auto", catal
     return log, diagnose_log(log, load_models(model_path(catalogue)), n_actions, optimizer_steps)
 
 
-__all__ = ["HEALTHY", "UNKNOWN", "Diagnosis", "diagnose", "diagnose_log", "log_signatures", "model_path"]
+__all__ = ["HEALTHY", "TOO_SHORT", "UNKNOWN", "Diagnosis", "answer_frame", "diagnose", "diagnose_log",
+           "log_signatures", "model_path"]

@@ -350,7 +350,26 @@ def to_canonical(log: RawLog | pd.DataFrame, profile: str | dict | Profile = "au
                 mapped_config[name] = float(values[0])
                 notes.append(f"{name}={values[0]:g} read from the logged {used[name]} (constant; the saved "
                              "config holds it in a form that is not read, e.g. an SB3 schedule)")
+    _from_counters(prof, out, used, mapped_config, notes)
     return LoadedLog(out, prof.name, resolved, used, unused, mapped_config, raw.source, detected, notes)
+
+
+def _from_counters(prof: Profile, out: pd.DataFrame, used: dict[str, str], config: dict[str, Any],
+                   notes: list[str]) -> None:
+    """Canonical metrics the log holds only as a cumulative counter (``profile.cumulative``): the
+    counter's increment per update times a configured value, where the log does not give the metric."""
+    for column, (metric, key) in prof.cumulative.items():
+        factor = number(config.get(key))
+        if column not in out or metric in used or factor is None:
+            continue
+        counter = out[column]
+        increments = counter.diff()
+        first = counter.first_valid_index()
+        if first is not None:
+            increments.loc[first] = counter.loc[first]
+        out[metric] = increments * factor
+        used[metric] = f"{used.get(column, column)} increments x {key}"
+        notes.append(f"{metric} = increments of {used.get(column, column)} x {key}={factor:g}")
 
 
 def map_log(df: pd.DataFrame, profile: dict[str, Any] | str | Profile, algo: str | None = None) -> LoadedLog:

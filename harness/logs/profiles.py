@@ -47,6 +47,10 @@ class Profile:
     tensorboard_exclude: tuple[str, ...] = ()
     history_step_key: str | None = None       # the step column of a W&B-style history export
     files: dict[str, str] = field(default_factory=dict)
+    #: a cumulative counter the log keeps (its own column name) -> [canonical metric, config key]: the
+    #: metric is the counter's increment per update times the configured value (SB3: train/n_updates
+    #: counts epochs; x n_minibatches = optimizer steps)
+    cumulative: dict[str, list[str]] = field(default_factory=dict)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Profile:

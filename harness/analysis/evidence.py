@@ -1,0 +1,159 @@
+"""Exact evidence: what a healthy run of the configuration read from the log cannot produce.
+
+Each item is a predicate over a log (its canonical frame and the configuration read with it) that
+is True, False, or None when the log or its configuration cannot tell (the metric is not logged,
+the setting is unknown). They are the things an expert reads first: the importance ratio exactly 1
+(approx_kl or clip fraction exactly 0) while the configuration takes more than one optimizer step
+per batch; the reward exactly 0; the gradient exactly 0; the KL to the reference exactly 0 while
+beta > 0; every group's rewards identical.
+
+The diagnosis does not trust them by decree: the rate at which each item fires on every class
+(healthy and each fault) is measured on the training logs of the same framework view
+(:func:`rates`), and a firing item multiplies the model's probabilities by those rates
+(:func:`combine`, Bayes' rule with Jeffreys-smoothed rates). An item that never fires on healthy
+training logs makes "healthy" very improbable; one that fires on healthy runs too barely moves it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from harness.analysis.features import configured_steps
+
+MOST = 0.9          # share of logged steps that "always" means (as the signatures)
+EXACT_RATIO = 1e-6  # |r - 1| below this is exactly 1 (recompute rounding, verl#2305)
+
+
+def _share(frame: pd.DataFrame, metric: str, test: Callable[[np.ndarray], np.ndarray]) -> float | None:
+    """The share of the steps that logged ``metric`` (finite) where ``test`` holds; None if none did."""
+    if metric not in frame:
+        return None
+    col = pd.to_numeric(frame[metric], errors="coerce").to_numpy(dtype=float)
+    col = col[np.isfinite(col)]
+    return float(np.mean(test(col))) if len(col) else None
+
+
+@dataclass(frozen=True)
+class Evidence:
+    name: str
+    description: str
+    test: Callable[[pd.DataFrame, Mapping[str, Any]], bool | None]
+
+
+def _ratio_pinned(frame: pd.DataFrame, config: Mapping[str, Any]) -> bool | None:
+    steps = configured_steps(config)
+    if not math.isfinite(steps):
+        return None
+    shares = [s for s in (_share(frame, "ratio_dev_max", lambda c: c <= EXACT_RATIO),
+                          _share(frame, "approx_kl", lambda c: c == 0),
+                          _share(frame, "clipfrac", lambda c: c == 0),
+                          _share(frame, "clipfrac_binding", lambda c: c == 0)) if s is not None]
+    if not shares:
+        return None
+    return steps > 1 and max(shares) >= MOST
+
+
+def _reward_zero(frame: pd.DataFrame, config: Mapping[str, Any]) -> bool | None:
+    share = _share(frame, "reward_mean", lambda c: c == 0)
+    if share is None:
+        share = _share(frame, "return_mean", lambda c: c == 0)
+    return None if share is None else share >= MOST
+
+
+def _grad_zero(frame: pd.DataFrame, config: Mapping[str, Any]) -> bool | None:
+    share = _share(frame, "grad_norm", lambda c: c == 0)
+    return None if share is None else share >= MOST
+
+
+def _kl_ref_zero(frame: pd.DataFrame, config: Mapping[str, Any]) -> bool | None:
+    beta = float(config["beta"]) if isinstance(config.get("beta"), (int, float)) else math.nan
+    share = _share(frame, "kl_ref", lambda c: c == 0)
+    if share is None or not math.isfinite(beta):
+        return None
+    return beta > 0 and share >= MOST
+
+
+def _groups_uniform(frame: pd.DataFrame, config: Mapping[str, Any]) -> bool | None:
+    share = _share(frame, "frac_reward_zero_std", lambda c: c == 1)
+    return None if share is None else share >= MOST
+
+
+EVIDENCE: dict[str, Evidence] = {e.name: e for e in (
+    Evidence("ratio_exactly_one", "the importance ratio is exactly 1 (approx_kl or clip fraction exactly 0) on >= 90% "
+             "of steps while the configuration takes more than one optimizer step per batch", _ratio_pinned),
+    Evidence("reward_exactly_zero", "the reward (or the logged return) is exactly 0 on >= 90% of steps", _reward_zero),
+    Evidence("gradient_exactly_zero", "the gradient norm is exactly 0 on >= 90% of steps", _grad_zero),
+    Evidence("kl_ref_exactly_zero", "the KL to the reference is exactly 0 on >= 90% of steps while beta > 0",
+             _kl_ref_zero),
+    Evidence("groups_all_uniform", "every group's rewards are identical on >= 90% of steps (advantages all 0)",
+             _groups_uniform),
+)}
+
+
+def observe(frame: pd.DataFrame, config: Mapping[str, Any] | None) -> dict[str, bool | None]:
+    """Each evidence item on a log: True (fires), False, or None (the log cannot tell)."""
+    config = dict(config or {})
+    return {name: ev.test(frame, config) for name, ev in EVIDENCE.items()}
+
+
+# ---- rates measured on training logs, and Bayes' rule ------------------------------------------------
+
+Rates = dict[str, dict[str, tuple[int, int]]]     # evidence -> class -> (fired, evaluable)
+
+
+def rates(observed: pd.DataFrame, labels: np.ndarray) -> Rates:
+    """For each evidence item and class, on how many training logs it fired among those where it
+    could be evaluated. ``observed``: one column per item (1.0 fired, 0.0 not, NaN cannot tell)."""
+    out: Rates = {}
+    for name in EVIDENCE:
+        col = observed[f"ev:{name}"].to_numpy(dtype=float) if f"ev:{name}" in observed else np.full(len(labels), np.nan)
+        per = {}
+        for label in np.unique(labels):
+            sel = (labels == label) & np.isfinite(col)
+            per[str(label)] = (int(col[sel].sum()), int(sel.sum()))
+        out[name] = per
+    return out
+
+
+def fire_rate(counts: tuple[int, int] | None) -> float:
+    """P(fires | class), Jeffreys-smoothed: (k + 1/2) / (n + 1); 1/2 for a class never evaluated."""
+    k, n = counts if counts is not None else (0, 0)
+    return (k + 0.5) / (n + 1.0)
+
+
+def combine(probs: pd.Series, fired: Mapping[str, bool | None], table: Rates) -> pd.Series:
+    """The class probabilities after the evidence items that fired: P(c | x, e) proportional to
+    P(c | x) P(e | c), with P(e | c) the rate measured on training logs (:func:`fire_rate`)."""
+    out = probs.astype(float).copy()
+    for name, value in fired.items():
+        if value:
+            per = table.get(name, {})
+            out = out * np.array([fire_rate(per.get(str(c))) for c in out.index])
+    total = float(out.sum())
+    return out / total if total > 0 else probs
+
+
+def combine_frame(probs: pd.DataFrame, observed: pd.DataFrame, table: Rates) -> pd.DataFrame:
+    """:func:`combine` for every row: ``probs`` (logs x classes), ``observed`` (logs x ``ev:<item>``,
+    aligned with ``probs``)."""
+    factor = np.ones(probs.shape)
+    for name in EVIDENCE:
+        col = f"ev:{name}"
+        if col not in observed:
+            continue
+        fired = observed[col].to_numpy(dtype=float) == 1.0
+        if not fired.any():
+            continue
+        per = table.get(name, {})
+        rates_row = np.array([fire_rate(per.get(str(c))) for c in probs.columns])
+        factor[fired] *= rates_row
+    out = probs.to_numpy(dtype=float) * factor
+    total = out.sum(axis=1, keepdims=True)
+    out = np.where(total > 0, out / np.where(total > 0, total, 1.0), probs.to_numpy(dtype=float))
+    return pd.DataFrame(out, columns=probs.columns, index=probs.index)

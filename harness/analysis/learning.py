@@ -1,0 +1,94 @@
+"""Does a run learn? The criterion that keeps configurations that cannot learn out of the healthy class.
+
+A healthy run is one whose configuration trains in its setup. A healthy-labelled run that does not
+(a learning rate too small for its budget, a rollout of 16 steps...) already looks like
+``lr_too_low`` or ``shared_policy``; training the diagnosis on it as "healthy" teaches the model
+that a suppressed update is normal. So every run's learning is measured the same way, per setup:
+
+- PPO: the mean episode return over the last fifth of the run against the first tenth, as a share
+  of the env's span from a random policy to a solved one (:data:`RETURN_SPAN`, measured or
+  documented per env; the run's own env id decides);
+- GRPO: the mean reward over the last fifth against the first tenth, as a share of the largest
+  reward the task can give (the summed reward weights of the token task; 1 for the
+  high-dimensional task).
+
+A run *learns* when that share reaches :data:`LEARNS` (5%). The dataset marks healthy runs that do
+not as ``not_learning``: they are kept (and counted in the datasheet) but neither train nor score
+the diagnosis as healthy. Faulty runs keep their label whatever they learn (the bug is real).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+#: env id -> (mean return of a uniformly random policy, return of a solved policy). Random: measured
+#: with gymnasium 1.4 (uniform actions, 100-300 episodes: CartPole 22.4, Acrobot -497, LunarLander -186,
+#: Pendulum -1208, MountainCar -200); solved: gymnasium's reward threshold where it
+#: has one (CartPole-v1 475 -> its 500 cap, Acrobot-v1 -100, LunarLander-v3 200), else the return
+#: rl-zoo3's tuned PPO reaches (Pendulum-v1 about -200).
+RETURN_SPAN: dict[str, tuple[float, float]] = {
+    "CartPole-v1": (22.0, 500.0),
+    "Acrobot-v1": (-497.0, -100.0),
+    "LunarLander-v3": (-186.0, 200.0),
+    "Pendulum-v1": (-1208.0, -200.0),
+    "MountainCar-v0": (-200.0, -110.0),
+}
+LEARNS = 0.05           # share of the span (PPO) or of the largest reward (GRPO) a learning run gains
+HEAD, TAIL = 0.1, 0.2   # fractions of the run compared: its first tenth, its last fifth
+NOT_LEARNING = "not_learning"
+
+
+@dataclass(frozen=True)
+class Learning:
+    """A run's progress: ``gain`` (tail minus head of its progress metric), ``scale`` (what the
+    setup can gain), ``share = gain / scale``; ``learns`` is None when the run cannot tell (no
+    progress values, an env without a known span)."""
+
+    metric: str
+    gain: float
+    scale: float
+    learns: bool | None
+
+    @property
+    def share(self) -> float:
+        return self.gain / self.scale if self.scale and math.isfinite(self.gain) else math.nan
+
+
+def _ends(values: np.ndarray) -> tuple[float, float]:
+    n = len(values)
+    head = values[: max(1, int(round(HEAD * n)))]
+    tail = values[n - max(1, int(round(TAIL * n))):]
+    return float(np.mean(head)), float(np.mean(tail))
+
+
+def reward_scale(meta: Mapping[str, Any]) -> float:
+    """The largest reward a GRPO task gives: the token task's summed reward weights, else 1."""
+    weights = ((meta.get("config") or {}).get("env") or {}).get("kwargs", {}).get("reward_weights")
+    if meta.get("env_id") == "harness/ToySeq-v0":
+        weights = weights or {"format": 0.3, "correct": 0.65}
+        return float(sum(weights.values()))
+    return 1.0
+
+
+def learning(metrics: pd.DataFrame, meta: Mapping[str, Any]) -> Learning:
+    """How much the run learned (see the module docstring)."""
+    grpo = meta.get("algo") == "grpo"
+    metric = "reward_mean" if grpo else "return_mean"
+    values = pd.to_numeric(metrics.get(metric, pd.Series(dtype=float)), errors="coerce").to_numpy(dtype=float)
+    values = values[np.isfinite(values)]
+    if grpo:
+        scale = reward_scale(meta)
+    else:
+        span = RETURN_SPAN.get(str(meta.get("env_id")))
+        scale = span[1] - span[0] if span else math.nan
+    if len(values) < 2 or not math.isfinite(scale):
+        return Learning(metric, math.nan, scale, None)
+    head, tail = _ends(values)
+    gain = tail - head
+    return Learning(metric, gain, scale, bool(gain >= LEARNS * scale))

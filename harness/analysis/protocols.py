@@ -1,0 +1,201 @@
+"""The diagnosis model scored out of sample, then fitted on everything and saved (the catalogue's step).
+
+What is held out (:func:`protocols`): held-out runs (30%, stratified by fault: their seeds and sampled
+configurations are never trained on), a whole env held out (with the catalogue runs of that env),
+hyperparameter regions held out, and, for the ``unknown`` answer, each fault left out of training.
+Only runs of the diverse dataset are scored. Every protocol's scores are detection and attribution
+(:mod:`harness.analysis.scores`) beside the trivial and rule baselines on the same logs.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from joblib import Parallel, delayed
+
+from harness.analysis import scores as sc
+from harness.analysis.examples import VIEWS, evidence_frame, fault_settings, training_examples
+from harness.analysis.features import MIN_ROWS
+from harness.analysis.learning import NOT_LEARNING
+from harness.analysis.model import (
+    HEALTHY,
+    DiagnosisModel,
+    TooFewClasses,
+    expected_calibration_error,
+    fit,
+    fit_models,
+    save_models,
+)
+from harness.store import RunStore
+
+#: hyperparameter regions left out of training (sampled base values; a misconfigured fault's bad
+#: value does not move a run between regions)
+REGIONS = {
+    "ppo": {"lr > 1e-3": ("lr", lambda v: v > 1e-3), "n_epochs >= 8": ("n_epochs", lambda v: v >= 8),
+            "num_envs >= 32": ("num_envs", lambda v: v >= 32)},
+    "grpo": {"group_size >= 12": ("group_size", lambda v: v >= 12),
+             "num_iterations >= 3": ("num_iterations", lambda v: v >= 3), "beta == 0": ("beta", lambda v: v == 0)},
+}
+HELD_OUT_ENV = {"ppo": "acrobot", "grpo": None}
+
+
+@dataclass(frozen=True)
+class Protocol:
+    name: str
+    kind: str                 # held-out runs | held-out env | held-out region | left-out fault
+    test: frozenset[str]      # run ids tested (never trained on)
+    excluded_fault: str | None = None
+
+
+def split_runs(examples: pd.DataFrame, test_share: float = 0.3, seed: int = 0) -> tuple[set[str], set[str]]:
+    """Held-out runs, stratified by fault: their seeds and sampled configurations are never trained on."""
+    runs = examples.drop_duplicates("run_id")[["run_id", "fault"]]
+    rng = np.random.default_rng(seed)
+    test: set[str] = set()
+    for _, group in runs.groupby("fault"):
+        ids = sorted(group["run_id"])
+        k = int(round(len(ids) * test_share))
+        test |= set(rng.choice(ids, size=k, replace=False)) if k else set()
+    return set(runs["run_id"]) - test, test
+
+
+def _testable(examples: pd.DataFrame) -> pd.Series:
+    """Runs that may be scored: the diverse dataset's (extra training runs are never tested)."""
+    if "testable" not in examples:
+        return pd.Series(True, index=examples.index)
+    return examples["testable"].astype(bool)
+
+
+def protocols(examples: pd.DataFrame, algo: str, seed: int = 0, left_out: bool = True) -> list[Protocol]:
+    """What each out-of-sample score holds out. A protocol's ``test`` set is every run it keeps out of
+    training (a held-out env's or region's catalogue runs too); only runs of the diverse dataset
+    (``testable``) are scored, and only they are split into held-out runs."""
+    runs = examples[examples["algo"] == algo].drop_duplicates("run_id")
+    testable = examples[(examples["algo"] == algo) & _testable(examples)]
+    out = [Protocol("held-out runs (30%, stratified by fault)", "held-out runs",
+                    frozenset(split_runs(testable, seed=seed)[1]))]
+    env = HELD_OUT_ENV.get(algo)
+    if env and (runs["env"] == env).any() and (runs["env"] != env).any():
+        out.append(Protocol(f"env {env} held out", "held-out env", frozenset(runs.loc[runs["env"] == env, "run_id"])))
+    for name, (key, test) in REGIONS.get(algo, {}).items():
+        col = f"space.{key}"
+        if col in runs:
+            inside = runs[col].map(lambda v: bool(test(v)) if pd.notna(v) else False)
+            if inside.any() and (~inside).any():
+                out.append(Protocol(f"region {name} held out", "held-out region", frozenset(runs.loc[inside, "run_id"])))
+    if left_out:
+        for fault in sorted(set(runs["fault"]) - {"none"}):
+            out.append(Protocol(f"fault {fault} left out", "left-out fault",
+                                frozenset(runs.loc[runs["fault"] == fault, "run_id"]), excluded_fault=fault))
+    return out
+
+
+def judge(model: DiagnosisModel, test: pd.DataFrame) -> list[sc.Judged]:
+    """The model's answers on test examples, as judged logs."""
+    answers = model.diagnose(test, evidence_frame(test), test.get("n_rows", pd.Series(MIN_ROWS, index=test.index)).to_numpy())
+    known = set(model.classes)
+    return [sc.Judged(label, a.answer, a.anomalous, members=a.members, top3=tuple(a.top(3)), known=label in known)
+            for label, a in zip(test["label"], answers)]
+
+
+def baselines(test: pd.DataFrame, known: set[str]) -> dict[str, list[sc.Judged]]:
+    """The trivial and rule baselines on the same test examples."""
+    labels = test["label"].tolist()
+    is_known = [lab in known for lab in labels]
+    out = {name: sc.trivial(labels, name, is_known) for name in ("always_healthy", "flag_everything")}
+    for name in ("folk", "config_aware"):
+        if f"baseline.{name}.alarmed" in test:
+            out[name] = sc.from_rules(labels, test[f"baseline.{name}.alarmed"].tolist(),
+                                      test[f"baseline.{name}.fault"].fillna("").tolist(), is_known)
+    return out
+
+
+def run_protocol(examples: pd.DataFrame, algo: str, view: str, protocol: Protocol, seed: int = 0,
+                 kind: str = "logistic", settings: Mapping[str, tuple[str, ...]] | None = None
+                 ) -> list[dict[str, Any]] | None:
+    """Fit on everything the protocol does not hold out; score the held-out diverse runs' full logs
+    (the model, and beside it the baselines). None when the protocol cannot be run on this dataset."""
+    data = examples[(examples["algo"] == algo) & (examples["view"] == view)]
+    train = data[~data["run_id"].isin(protocol.test)]
+    if protocol.excluded_fault:
+        train = train[train["fault"] != protocol.excluded_fault]
+    test = data[data["run_id"].isin(protocol.test) & (data["prefix"] == 1.0) & _testable(data)
+                & (data["label"] != NOT_LEARNING)]
+    try:
+        model = fit(train, algo, view, seed=seed, kind=kind, settings=settings)
+    except TooFewClasses:
+        return None
+    base = {"algo": algo, "view": view, "protocol": protocol.name, "kind": protocol.kind, "model_kind": kind,
+            "n_runs": int(test["run_id"].nunique())}
+    judged = judge(model, test)
+    rows = [{**base, "detector": "diagnosis", **sc.score(judged).row(),
+             "ece": _ece(model, test), "per_class": sc.score(judged).per_fault}]
+    if protocol.kind == "left-out fault":
+        unseen = [j for j in judged if not j.known and j.label != HEALTHY]
+        rows[0].update(unseen_called_unknown=float(np.mean([j.answer == "unknown" for j in unseen])) if unseen else np.nan,
+                       unseen_called_healthy=float(np.mean([j.answer == HEALTHY for j in unseen])) if unseen else np.nan,
+                       n_unseen=len(unseen))
+    elif protocol.kind == "held-out runs":
+        for name, items in baselines(test, set(model.classes)).items():
+            rows.append({**base, "detector": name, **sc.score(items).row()})
+    return rows
+
+
+def _ece(model: DiagnosisModel, test: pd.DataFrame) -> float:
+    """Calibration error of the top-1 probability (after the evidence), on logs of known classes."""
+    if test.empty:
+        return float("nan")
+    answers = model.diagnose(test, evidence_frame(test), np.full(len(test), MIN_ROWS))
+    labels = test["label"].to_numpy()
+    known = np.array([lab in set(model.classes) for lab in labels])
+    conf = np.array([max(a.probabilities.values()) for a in answers])
+    top = np.array([next(iter(a.probabilities)) for a in answers])
+    return expected_calibration_error(conf[known], (top[known] == labels[known]).astype(float))
+
+
+def fit_and_evaluate(root: Path, run_ids: Sequence[str], out_path: Path, progress: Callable[[str], None] = print,
+                     n_jobs: int = -1, left_out: bool = True, seed: int = 0, kind: str = "logistic",
+                     extra_ids: Sequence[str] = ()) -> pd.DataFrame:
+    """Build the examples of the diverse runs (``run_ids``) and of extra training runs
+    (``extra_ids``: the catalogue's, one configuration per setup but many seeds per fault), score
+    every protocol out of sample on diverse runs only (with the baselines), fit the final models on
+    all runs and save them with a model card. Returns the protocol scores (a row per algorithm, view,
+    protocol and detector)."""
+    start = time.perf_counter()
+    examples = training_examples(root, run_ids, extra_ids, out_path.with_name("examples.parquet"), n_jobs, progress)
+    extra = sorted(set(extra_ids) - set(run_ids))
+    run_ids = [*run_ids, *extra]
+    store = RunStore(root)
+    settings = fault_settings([m for m in (store.load_meta(r) for r in sorted(set(run_ids))) if m is not None])
+    jobs = [(algo, view, p) for algo, views in VIEWS.items() if (examples["algo"] == algo).any()
+            for p in protocols(examples, algo, seed=seed, left_out=left_out) for view in views
+            if (p.kind != "left-out fault" or view == "canonical")]
+    progress(f"diagnosis model: {len(examples)} examples from {len(run_ids)} runs "
+             f"({int((examples.drop_duplicates('run_id')['label'] == NOT_LEARNING).sum())} healthy runs that do not "
+             f"learn are left out); scoring {len(jobs)} held-out fits")
+    results = Parallel(n_jobs=n_jobs)(delayed(run_protocol)(examples, a, v, p, seed, kind, settings) for a, v, p in jobs)
+    scores = pd.DataFrame([row for rows in results if rows for row in rows])
+    models = fit_models(examples, VIEWS, seed=seed, kind=kind, settings=settings)
+    held = scores[(scores["kind"] == "held-out runs") & (scores["detector"] == "diagnosis")] if len(scores) else scores
+    for (algo, view), model in models.items():
+        mine = held[(held["algo"] == algo) & (held["view"] == view)]
+        if len(mine):
+            model.info["out_of_sample"] = {k: float(mine.iloc[0][k]) for k in
+                                           ("top1", "class_level", "healthy_called_healthy", "tpr", "auroc", "ece")}
+    card = {"trained_on_runs": len(run_ids), "extra_training_runs": len(extra), "examples": len(examples),
+            "views": VIEWS, "settings": settings,
+            "models": {f"{a}/{v}": {k: m.info.get(k) for k in ("n_examples", "n_runs", "classes", "out_of_fold")} | {
+                "out_of_sample": m.info.get("out_of_sample"), "threshold": m.anomaly_threshold,
+                "classes_of_faults": sorted({tuple(c) for c in m.identifiability.classes.values() if len(c) > 1}),
+                "cannot_show": list(m.identifiability.invisible)} for (a, v), m in models.items()},
+            "protocols": scores.drop(columns=["per_class"], errors="ignore").to_dict("records"),
+            "seconds": round(time.perf_counter() - start, 1)}
+    save_models(models, out_path, card)
+    progress(f"diagnosis model: {len(models)} models fitted and scored in {card['seconds']} s -> {out_path}")
+    return scores

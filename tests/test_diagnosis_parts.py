@@ -1,0 +1,167 @@
+"""The diagnosis' parts on logs built to the point: features that see magnitudes and windows by
+fraction, exact evidence and its Bayes update, identifiability from confusions, the learning
+criterion, and the answer rule that never contradicts its own numbers."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from harness.analysis import evidence
+from harness.analysis.features import features, window
+from harness.analysis.identifiability import identify
+from harness.analysis.learning import learning
+from harness.analysis.model import HEALTHY, TOO_SHORT, UNKNOWN, DiagnosisModel
+from harness.metrics import CANONICAL
+
+
+def frame(n: int, **cols: float | np.ndarray) -> pd.DataFrame:
+    out = pd.DataFrame({"update": np.arange(n)})
+    for k, v in cols.items():
+        out[k] = v
+    return out
+
+
+def test_windows_are_fractions_of_the_log():
+    for n in (10, 16, 1000):
+        values = np.arange(n, dtype=float)
+        assert len(window(values, "head")) == max(1, int(np.ceil(0.2 * n)))
+        assert window(values, "tail")[-1] == n - 1 and window(values, "head")[0] == 0
+    # a 16-update log and a 1000-update log of the same smooth curve are described alike
+    short = features(frame(16, approx_kl=np.linspace(1e-3, 1e-2, 16)), ["approx_kl"], "ppo")
+    long = features(frame(1000, approx_kl=np.linspace(1e-3, 1e-2, 1000)), ["approx_kl"], "ppo")
+    for stat in ("approx_kl:log_median", "approx_kl:trend"):
+        assert short[stat] == pytest.approx(long[stat], abs=0.1)
+    assert "log:steps" not in long        # the log's length is not a feature
+
+
+def test_magnitudes_are_seen_on_a_log_scale():
+    healthy = features(frame(20, approx_kl=8e-3, lr=3e-4), ["approx_kl", "lr"], "ppo", {"lr": 3e-4})
+    shrunk = features(frame(20, approx_kl=1e-6, lr=3e-6), ["approx_kl", "lr"], "ppo", {"lr": 3e-6})
+    assert healthy["approx_kl:log_median"] - shrunk["approx_kl:log_median"] == pytest.approx(np.log10(8e3))
+    assert healthy["lr:log_median"] - shrunk["lr:log_median"] == pytest.approx(2.0)
+    assert healthy["cfg:log_lr"] == pytest.approx(np.log10(3e-4))
+    # approx KL per unit learning rate: the same policy movement per step at both rates
+    assert healthy["rel:log_kl_per_lr"] == pytest.approx(np.log10(8e-3 / 3e-4))
+
+
+def test_config_relative_features():
+    f = features(frame(10, optimizer_steps=4.0, lr=3e-4, clip_range=0.2, grad_norm=5.0), CANONICAL, "ppo",
+                 {"n_epochs": 10, "n_minibatches": 4, "lr": 3e-4, "clip_range": 0.2, "max_grad_norm": 0.5})
+    assert f["rel:steps_logged_over_configured"] == pytest.approx(0.1)        # 4 steps of 40 configured
+    assert f["rel:log_lr_logged_over_configured"] == pytest.approx(0.0)
+    assert f["rel:log_grad_over_clip"] == pytest.approx(1.0)
+    assert f["cfg:log2_steps"] == pytest.approx(np.log2(40))
+    # TRL's cadence: a generation's rewards on every 2nd optimizer step, while the config implies every 4th
+    trl = frame(40, reward_mean=[0.5 if i % 2 == 0 else np.nan for i in range(40)])
+    g = features(trl, CANONICAL, "grpo", {"num_iterations": 2, "n_minibatches": 2}, view="trl")
+    assert g["rel:reward_rows_over_expected"] == pytest.approx(2.0)
+    assert math.isnan(features(trl, CANONICAL, "grpo", {"num_iterations": 2, "n_minibatches": 2})[
+        "rel:reward_rows_over_expected"])       # only where rows are optimizer steps (TRL)
+
+
+@pytest.mark.parametrize("cols, config, item, expected", [
+    ({"approx_kl": 0.0, "clipfrac": 0.0}, {"n_epochs": 4, "n_minibatches": 4}, "ratio_exactly_one", True),
+    ({"approx_kl": 0.0, "clipfrac": 0.0}, {"n_epochs": 1, "n_minibatches": 1}, "ratio_exactly_one", False),
+    ({"approx_kl": 0.0, "clipfrac": 0.0}, {}, "ratio_exactly_one", None),          # the config cannot tell
+    ({"approx_kl": 1e-3}, {"n_epochs": 4, "n_minibatches": 4}, "ratio_exactly_one", False),
+    ({"reward_mean": 0.0}, {}, "reward_exactly_zero", True),
+    ({"grad_norm": 0.0}, {}, "gradient_exactly_zero", True),
+    ({"kl_ref": 0.0}, {"beta": 0.04}, "kl_ref_exactly_zero", True),
+    ({"kl_ref": 0.0}, {"beta": 0.0}, "kl_ref_exactly_zero", False),
+    ({"frac_reward_zero_std": 1.0}, {}, "groups_all_uniform", True),
+    ({}, {}, "reward_exactly_zero", None),                                         # not logged
+])
+def test_exact_evidence(cols, config, item, expected):
+    assert evidence.observe(frame(30, **cols), config)[item] == expected
+
+
+def test_evidence_updates_the_model_by_the_measured_rates():
+    labels = np.array([HEALTHY] * 200 + ["shared_policy"] * 40 + ["lr_too_low"] * 40)
+    fired = np.r_[np.zeros(200), np.ones(38), np.zeros(2), np.r_[np.ones(4), np.zeros(36)]]
+    rates = evidence.rates(pd.DataFrame({"ev:ratio_exactly_one": fired}), labels)
+    assert rates["ratio_exactly_one"][HEALTHY] == (0, 200) and rates["ratio_exactly_one"]["shared_policy"] == (38, 40)
+    probs = pd.Series({HEALTHY: 0.9, "shared_policy": 0.05, "lr_too_low": 0.05})
+    after = evidence.combine(probs, {"ratio_exactly_one": True}, rates)
+    assert after[HEALTHY] < 0.05 and after["shared_policy"] > 0.7           # never answered healthy
+    assert evidence.combine(probs, {"ratio_exactly_one": None}, rates).equals(probs)   # cannot tell: no change
+
+
+def test_identifiability_from_confusions():
+    labels = ["a"] * 10 + ["b"] * 10 + ["c"] * 10 + ["d"] * 10 + [HEALTHY] * 10
+    answers = (["a"] * 6 + ["b"] * 4) + (["b"] * 5 + ["a"] * 5) + ["c"] * 10 + [HEALTHY] * 8 + ["c"] * 2 + [HEALTHY] * 10
+    ident = identify(labels, answers, ["a", "b", "c", "d"])
+    assert ident.members("a") == ident.members("b") == ("a", "b")            # taken for each other
+    assert ident.members("c") == ("c",)                                      # told apart
+    assert ident.invisible == ("d",)                                         # looks healthy in this view
+
+
+class _Fixed:
+    """An estimator returning fixed probabilities (the answer rule is tested apart from fitting)."""
+
+    classes_ = np.array([HEALTHY, "a", "b", "c", "d"])
+
+    def __init__(self, probs):
+        self.probs = np.asarray(probs, dtype=float)
+
+    def predict_proba(self, X):
+        return np.tile(self.probs, (len(X), 1))
+
+
+def _answer(probs, n_rows=20, fired=None):
+    model = DiagnosisModel("ppo", "canonical", [], list(_Fixed.classes_), _Fixed(probs), anomaly_threshold=0.6,
+                           identifiability=identify(["a"] * 10 + ["b"] * 10 + ["d"] * 10,
+                                                    ["b"] * 5 + ["a"] * 5 + ["a"] * 10 + [HEALTHY] * 10, ["a", "b", "c", "d"]))
+    rows = pd.DataFrame([{}])
+    observed = pd.DataFrame([{f"ev:{k}": (np.nan if v is None else float(v)) for k, v in (fired or {}).items()}])
+    return model.diagnose(rows, observed, [n_rows])[0]
+
+
+@pytest.mark.parametrize("probs, answer, kind", [
+    ([0.7, 0.1, 0.1, 0.05, 0.05], HEALTHY, HEALTHY),            # P(anomalous) 0.25 < 0.6
+    ([0.3, 0.05, 0.05, 0.0, 0.6], HEALTHY, HEALTHY),            # d cannot be shown: it counts with healthy
+    ([0.1, 0.3, 0.3, 0.2, 0.1], "a", "class"),                 # a and b cannot be told apart: their class wins
+    ([0.1, 0.05, 0.05, 0.7, 0.1], "c", "fault"),
+    ([0.3, 0.0, 0.0, 0.7, 0.0], "c", "fault"),
+])
+def test_the_answer_follows_from_its_numbers(probs, answer, kind):
+    r = _answer(probs)
+    assert (r.answer, r.kind) == (answer, kind)
+    assert_consistent(r)
+
+
+def test_too_short_and_unknown():
+    assert _answer([0.1, 0.1, 0.1, 0.6, 0.1], n_rows=2).answer == TOO_SHORT
+    spread = _answer([0.05, 0.16, 0.0, 0.3, 0.49])      # d is silent: anomalous 0.46 < 0.6 -> healthy
+    assert spread.answer == HEALTHY
+    model = DiagnosisModel("ppo", "canonical", [], list(_Fixed.classes_), _Fixed([0.0, 0.3, 0.1, 0.3, 0.3]),
+                           anomaly_threshold=0.5, unknown_threshold=0.35)
+    r = model.diagnose(pd.DataFrame([{}]), pd.DataFrame([{}]), [20])[0]
+    assert r.answer == UNKNOWN                             # every class below 0.35
+    assert_consistent(r)
+
+
+def assert_consistent(r) -> None:
+    """The rule printed with every answer (harness.analysis.model.Answer)."""
+    if r.n_rows < r.min_rows:
+        assert r.answer == TOO_SHORT
+    elif r.anomalous < r.threshold:
+        assert r.answer == HEALTHY
+    elif r.answer == UNKNOWN:
+        assert r.class_probability != r.class_probability or r.class_probability < r.unknown_threshold
+    else:
+        assert r.class_probability >= r.unknown_threshold and r.answer in r.members
+        assert r.probabilities[r.answer] == max(r.probabilities[m] for m in r.members)
+
+
+@pytest.mark.parametrize("env_id, returns, learns", [
+    ("CartPole-v1", np.linspace(20, 200, 50), True),
+    ("CartPole-v1", np.full(50, 25.0), False),
+    ("Pendulum-v1", np.linspace(-1200, -1150, 50), False),
+    ("Unknown-v0", np.linspace(0, 100, 50), None),
+])
+def test_learning_criterion(env_id, returns, learns):
+    assert learning(pd.DataFrame({"return_mean": returns}), {"algo": "ppo", "env_id": env_id}).learns == learns
