@@ -72,8 +72,8 @@ def test_acts_on_is_not_written_by_hand():
 
 
 def test_the_fault_group_is_the_registry():
-    """The CLI's group listing and bad-name message read these options (no conf/fault YAML)."""
-    assert not (CONF_DIR / "fault").exists(), "a conf/fault YAML would shadow the class's config"
+    """The CLI's group listing and bad-name message read these options (no harness/conf/fault YAML)."""
+    assert not (CONF_DIR / "fault").exists(), "a harness/conf/fault YAML would shadow the class's config"
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
         options = GlobalHydra.instance().config_loader().get_group_options("fault")

@@ -1,4 +1,4 @@
-"""The dataset sweep's sampling space (conf/sweep/dataset.yaml): what the default space draws."""
+"""The dataset sweep's sampling space (harness/conf/sweep/dataset.yaml): what the default space draws."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import yaml
 from harness.config import ConfigError
 from harness.pipeline.sample import Space, batch_of, estimated_cost
 
-SPACE = yaml.safe_load((Path(__file__).resolve().parent.parent / "conf" / "sweep" / "dataset.yaml").read_text())
+SPACE = yaml.safe_load((Path(__file__).resolve().parent.parent / "harness" / "conf" / "sweep" / "dataset.yaml").read_text())
 SWEEPER = SPACE["hydra"]["sweeper"]
 
 

@@ -1,6 +1,6 @@
 """What every trainer provides, and what the framework backends (SB3, TRL) share.
 
-A backend (``conf/backend/<name>.yaml``) names one :class:`Trainer` class per algorithm it runs
+A backend (``harness/conf/backend/<name>.yaml``) names one :class:`Trainer` class per algorithm it runs
 (``trainers: {ppo: harness.agents.ppo.PPOTrainer}``); :func:`trainer_for` builds it. A trainer
 yields one row of canonical metrics per update (:mod:`harness.metrics`), says how many updates a
 budget buys, refuses a fault or configuration it cannot run with one line, and, where a framework

@@ -14,7 +14,7 @@ from harness.metrics import CANONICAL
 
 @dataclass(frozen=True)
 class CatalogueSettings:
-    """What ``python -m harness.catalogue`` builds (conf/catalogue.yaml documents each key).
+    """What ``python -m harness.catalogue`` builds (harness/conf/catalogue.yaml documents each key).
 
     ``n_mc``: permutations drawn where an exact test is too large; ``trace_metrics``: the metrics to
     plot per cell (empty: chosen per cell); ``plots`` / ``dataset`` / ``views``: write the plots, the

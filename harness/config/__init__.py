@@ -3,7 +3,7 @@ what a detector may see of a config, and how reports name a setup.
 
 - :mod:`~harness.config.errors`: :class:`ConfigError` (a one-line message for the user), range checks,
   ``_target_`` lookup;
-- :mod:`~harness.config.schemas`: the structured configs (``conf/<group>/*.yaml`` extend them);
+- :mod:`~harness.config.schemas`: the structured configs (``harness/conf/<group>/*.yaml`` extend them);
 - :mod:`~harness.config.experiment`: a validated :class:`Experiment` and its run identity;
 - :mod:`~harness.config.visibility`: the configured hyperparameters a detector is shown;
 - :mod:`~harness.config.labels`: ``algo[_variant]/env/backend`` as every report writes it.

@@ -1,6 +1,6 @@
 """Structured configs: the typed schema of every Hydra group, with range checks.
 
-Hydra checks types when it composes the config (each YAML in ``conf/`` extends the
+Hydra checks types when it composes the config (each YAML in ``harness/conf/`` extends the
 schema stored here); ``validate()`` checks ranges when the config is turned into
 objects by :func:`load_experiment`. Every problem is a :class:`ConfigError` with a
 one-line message.
@@ -20,13 +20,14 @@ from harness.config.errors import ConfigError, check_range
 
 
 def conf_dir() -> Path:
-    """The Hydra config directory (config.yaml and one folder per config group)."""
-    return Path(__file__).resolve().parents[2] / "conf"
+    """The Hydra config directory (config.yaml and one folder per config group): ``harness/conf/``,
+    package data, so an installed package composes the same configs as a checkout."""
+    return Path(__file__).resolve().parents[1] / "conf"
 
 
 @dataclass
 class PPOConfig:
-    """Native PPO hyperparameters (names follow CleanRL/SB3); values live in conf/algo/*.yaml."""
+    """Native PPO hyperparameters (names follow CleanRL/SB3); values live in harness/conf/algo/*.yaml."""
 
     name: str = MISSING
     num_envs: int = MISSING
@@ -115,8 +116,8 @@ LR_DECAYS = ("constant", "linear", "cosine")
 
 @dataclass
 class ModelConfig:
-    """The GRPO policy network (conf/model/*.yaml; conf/algo/grpo.yaml copies it into the algo
-    config, where detectors see it): a Llama-architecture causal transformer or the v1 MLP."""
+    """The GRPO policy network (harness/conf/model/*.yaml; harness/conf/algo/grpo.yaml copies it into
+    the algo config, where detectors see it): a Llama-architecture causal transformer or the v1 MLP."""
 
     name: str = "transformer"
     n_layers: int = 2
@@ -130,7 +131,7 @@ class ModelConfig:
 
 @dataclass
 class GRPOConfig:
-    """Native GRPO hyperparameters (TRL/verl names in comments); values in conf/algo/*.yaml."""
+    """Native GRPO hyperparameters (TRL/verl names in comments); values in harness/conf/algo/*.yaml."""
 
     name: str = MISSING
     n_prompts: int = MISSING         # prompts per update
@@ -148,7 +149,7 @@ class GRPOConfig:
     adv_eps: float = MISSING         # (r - mean) / (std + adv_eps)
     ent_coef: float = MISSING
     max_grad_norm: float = MISSING
-    # the policy (conf/model/): transformer (Llama architecture) or mlp
+    # the policy (harness/conf/model/): transformer (Llama architecture) or mlp
     model: str = MISSING
     n_layers: int = MISSING          # num_hidden_layers
     d_model: int = MISSING           # hidden_size
@@ -290,7 +291,7 @@ class BackendConfig:
 
 @dataclass
 class Config:
-    """The top-level config; groups are filled by conf/<group>/<choice>.yaml."""
+    """The top-level config; groups are filled by harness/conf/<group>/<choice>.yaml."""
 
     algo: Any = MISSING
     env: EnvConfig = MISSING
@@ -310,7 +311,7 @@ ALGO_SCHEMAS: dict[str, type] = {"ppo": PPOConfig, "grpo": GRPOConfig}
 
 
 def register_configs() -> None:
-    """Store the schemas so conf/*.yaml can extend them (``/schema/<group>/<name>@_here_``)."""
+    """Store the schemas so harness/conf/*.yaml can extend them (``/schema/<group>/<name>@_here_``)."""
     cs = ConfigStore.instance()
     cs.store(name="base_config", node=Config)
     for name, schema in ALGO_SCHEMAS.items():
@@ -322,7 +323,7 @@ def register_configs() -> None:
 
 
 def backend_config(name: str) -> BackendConfig:
-    """A backend's config as ``backend=<name>`` composes it (conf/backend/<name>.yaml)."""
+    """A backend's config as ``backend=<name>`` composes it (harness/conf/backend/<name>.yaml)."""
     path = conf_dir() / "backend" / f"{name}.yaml"
     if not path.exists():
         choices = sorted(p.stem for p in (conf_dir() / "backend").glob("*.yaml"))

@@ -14,7 +14,7 @@ apply). Any class with these two methods is a detector; configure it with
 
 from harness.detection.base import Alarm, Detector, RunInfo
 
-#: the reference detectors that ship with the harness (conf/detector/<name>.yaml)
+#: the reference detectors that ship with the harness (harness/conf/detector/<name>.yaml)
 REFERENCE = {"folk": "harness.detection.folk.FolkDetector",
              "config_aware": "harness.detection.config_aware.ConfigAwareDetector",
              "learned": "harness.detection.learned.LearnedDetector"}

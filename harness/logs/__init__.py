@@ -1,9 +1,9 @@
-"""Framework dialects in one place: profiles (conf/profile/*.yaml, :mod:`.profiles`), readers for
+"""Framework dialects in one place: profiles (harness/conf/profile/*.yaml, :mod:`.profiles`), readers for
 every log a PPO/GRPO user has (:mod:`.readers`), the mapping to canonical names and cadence
 (:mod:`.canonical`), the framework views of stored runs (:mod:`.views`), writers
 (:mod:`.writers`) and the export of stored runs (:mod:`.export`).
 
-Adding a framework: a ``conf/profile/<name>.yaml`` (names, signs, scales, step key, cadence,
+Adding a framework: a ``harness/conf/profile/<name>.yaml`` (names, signs, scales, step key, cadence,
 hints, hyperparameter names), a ``render_<name>`` view in views.py, and, if it writes a file
 format of its own, a reader in readers.py and a writer in writers.py.
 """

@@ -1,4 +1,4 @@
-"""Framework dialects as data: ``conf/profile/<name>.yaml`` (names, signs, scales, step key,
+"""Framework dialects as data: ``harness/conf/profile/<name>.yaml`` (names, signs, scales, step key,
 cadence, what the framework logs, detection hints, hyperparameter names), loaded into
 :class:`Profile`; :func:`detect` picks the dialect whose names a log uses.
 """
@@ -16,7 +16,7 @@ import yaml
 from harness.config import ConfigError
 from harness.metrics import CANONICAL
 
-PROFILE_DIR = Path(__file__).resolve().parent.parent.parent / "conf" / "profile"
+PROFILE_DIR = Path(__file__).resolve().parent.parent / "conf" / "profile"
 #: W&B history bookkeeping columns (run.history() / scan_history()): never metrics
 WANDB_META = ("_step", "_runtime", "_timestamp", "_wandb")
 
@@ -116,7 +116,7 @@ def names() -> list[str]:
 
 
 def load_profile(profile: str | dict[str, Any] | Profile) -> Profile:
-    """A profile by name (``conf/profile/<name>.yaml``), from a dict (a composed Hydra group), or as is."""
+    """A profile by name (``harness/conf/profile/<name>.yaml``), from a dict (a composed Hydra group), or as is."""
     if isinstance(profile, Profile):
         return profile
     if isinstance(profile, dict):

@@ -35,7 +35,7 @@ def load_experiment(cfg: DictConfig) -> Experiment:
     backend = to_object(cfg.backend, BackendConfig, "backend")
     trainers = trainers_of(backend)
     if not trainers:
-        raise ConfigError(f"backend={backend.name} names no trainer (backend.trainers in conf/backend/{backend.name}.yaml)")
+        raise ConfigError(f"backend={backend.name} names no trainer (backend.trainers in harness/conf/backend/{backend.name}.yaml)")
     trainer = next((t for t in trainers if t.algo == algo.name), trainers[0])
     trainer.check_setup(algo, env)                   # one line naming why this backend cannot run it
     trainer_for(backend, algo.name)

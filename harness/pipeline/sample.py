@@ -1,6 +1,6 @@
 """Sampled configurations for the diverse labelled dataset (``python -m harness -m +sweep=dataset``).
 
-The *space* (``hydra.sweeper.space`` in conf/sweep/dataset.yaml) says, as data, what is drawn per
+The *space* (``hydra.sweeper.space`` in harness/conf/sweep/dataset.yaml) says, as data, what is drawn per
 run: a setup (algorithm config, env, backend, budget) by weight; every hyperparameter from a
 distribution covering CleanRL's, SB3/rl-zoo's, TRL's and verl's defaults and common tuned values;
 healthy (a share of the runs) or a fault applicable to the setup (the one drawn least often so far, so
@@ -132,7 +132,7 @@ def specialise(base: Experiment, spec: Spec) -> Experiment:
 
 
 class Space:
-    """The sampling space of conf/sweep/dataset.yaml, validated."""
+    """The sampling space of harness/conf/sweep/dataset.yaml, validated."""
 
     def __init__(self, space: Mapping[str, Any]):
         self.setups = [dict(s) for s in space.get("setups") or []]

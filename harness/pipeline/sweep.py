@@ -5,7 +5,7 @@ Each fault runs with onset 0 and with a mid-run onset (``onsets``): a seed's mid
 drawn (deterministically from the fault and the seed) from the first third of its training, so
 "alarms before onset" and "detection delay" are real measurements.
 
-``plan`` turns the sweep's settings (``hydra.sweeper.*`` in conf/sweep/catalogue.yaml) into
+``plan`` turns the sweep's settings (``hydra.sweeper.*`` in harness/conf/sweep/catalogue.yaml) into
 job override lists; the Hydra sweeper plugin (hydra_plugins/harness_sweeper) launches them
 through whatever Hydra launcher is configured (joblib, ray, submitit), skipping runs already
 in the store and reporting progress while they run.

@@ -56,7 +56,7 @@ def healthy_twin(exp: Experiment) -> Experiment:
 
 
 def trainer(exp: Experiment) -> Trainer:
-    """The trainer the experiment's backend names for its algorithm (conf/backend/<name>.yaml)."""
+    """The trainer the experiment's backend names for its algorithm (harness/conf/backend/<name>.yaml)."""
     return trainer_for(exp.backend, exp.algo.name)
 
 
