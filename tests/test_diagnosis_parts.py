@@ -68,6 +68,8 @@ def test_config_relative_features():
     ({"approx_kl": 0.0, "clipfrac": 0.0}, {"n_epochs": 1, "n_minibatches": 1}, "ratio_exactly_one", False),
     ({"approx_kl": 0.0, "clipfrac": 0.0}, {}, "ratio_exactly_one", None),          # the config cannot tell
     ({"approx_kl": 1e-3}, {"n_epochs": 4, "n_minibatches": 4}, "ratio_exactly_one", False),
+    ({"approx_kl": 1e-4, "clipfrac": 0.0}, {"n_epochs": 4, "n_minibatches": 4}, "ratio_exactly_one", False),  # small update
+    ({"clipfrac_binding": 0.0}, {"num_iterations": 2, "n_minibatches": 2}, "ratio_exactly_one", True),  # TRL: clips only
     ({"reward_mean": 0.0}, {}, "reward_exactly_zero", True),
     ({"grad_norm": 0.0}, {}, "gradient_exactly_zero", True),
     ({"kl_ref": 0.0}, {"beta": 0.04}, "kl_ref_exactly_zero", True),

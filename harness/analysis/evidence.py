@@ -47,13 +47,20 @@ class Evidence:
 
 
 def _ratio_pinned(frame: pd.DataFrame, config: Mapping[str, Any]) -> bool | None:
+    """The ratio exactly 1 while the configuration takes more than one optimizer step per batch. Read
+    from the exact quantities where the log has one (max |r - 1|, approx_kl, kl_k1: exactly 0 only
+    when every sample's ratio is exactly 1); a log with none of them (TRL logs only clip ratios) is
+    read from its clip fractions, which are 0 for small healthy updates too (its measured rates say
+    how much weaker that is)."""
     steps = configured_steps(config)
     if not math.isfinite(steps):
         return None
-    shares = [s for s in (_share(frame, "ratio_dev_max", lambda c: c <= EXACT_RATIO),
-                          _share(frame, "approx_kl", lambda c: c == 0),
-                          _share(frame, "clipfrac", lambda c: c == 0),
-                          _share(frame, "clipfrac_binding", lambda c: c == 0)) if s is not None]
+    exact = [s for s in (_share(frame, "ratio_dev_max", lambda c: c <= EXACT_RATIO),
+                         _share(frame, "approx_kl", lambda c: c == 0),
+                         _share(frame, "kl_k1", lambda c: c == 0)) if s is not None]
+    shares = exact or [s for s in (_share(frame, "clipfrac", lambda c: c == 0),
+                                   _share(frame, "clipfrac_binding", lambda c: c == 0),
+                                   _share(frame, "clip_low_frac", lambda c: c == 0)) if s is not None]
     if not shares:
         return None
     return steps > 1 and max(shares) >= MOST
@@ -85,8 +92,9 @@ def _groups_uniform(frame: pd.DataFrame, config: Mapping[str, Any]) -> bool | No
 
 
 EVIDENCE: dict[str, Evidence] = {e.name: e for e in (
-    Evidence("ratio_exactly_one", "the importance ratio is exactly 1 (approx_kl or clip fraction exactly 0) on >= 90% "
-             "of steps while the configuration takes more than one optimizer step per batch", _ratio_pinned),
+    Evidence("ratio_exactly_one", "the importance ratio is exactly 1 (approx_kl exactly 0; a log without it: the clip "
+             "fractions exactly 0) on >= 90% of steps while the configuration takes more than one optimizer step per "
+             "batch", _ratio_pinned),
     Evidence("reward_exactly_zero", "the reward (or the logged return) is exactly 0 on >= 90% of steps", _reward_zero),
     Evidence("gradient_exactly_zero", "the gradient norm is exactly 0 on >= 90% of steps", _grad_zero),
     Evidence("kl_ref_exactly_zero", "the KL to the reference is exactly 0 on >= 90% of steps while beta > 0",
