@@ -26,7 +26,7 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 
 from faults.base import FORMS, Fault, form_param, param
-from harness.config import ConfigError, locate
+from harness.config import ConfigError, did_you_mean, locate
 
 #: every registered fault by name, sorted by name (the package's own and any :func:`register` added)
 FAULTS: dict[str, type[Fault]] = {}
@@ -105,11 +105,11 @@ def build_fault(cfg: dict[str, Any]) -> Fault:
     cls = locate(target)
     if not (isinstance(cls, type) and issubclass(cls, Fault)):
         raise ConfigError(f"fault _target_ {target!r} is not a faults.base.Fault subclass")
-    valid = set(cls.param_docs())
+    valid = sorted(cls.param_docs())
     for key in cfg:
         if key not in valid:
             raise ConfigError(f"unknown parameter fault.{key} for fault {cls.name}; "
-                              f"valid: {', '.join(sorted(valid))}")
+                              f"{did_you_mean(key, valid, 'fault.')}valid: {', '.join(valid)}")
     return cls(**cfg)
 
 

@@ -10,7 +10,7 @@ from harness.config import ConfigError, check_range
 from harness.hooks import HEALTHY, Hooks
 from harness.hooks import acts_on as hook_sites
 
-#: how a fault shows up as a user meets it (DESIGN.md, "Faults"):
+#: how a fault shows up as a user meets it (docs/design.md, "Faults"):
 #: - misconfigured: the user's config holds the bad value, so the configured hyperparameters a
 #:   detector sees and the logged value agree;
 #: - overridden: the config says one thing and the code silently uses another;

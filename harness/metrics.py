@@ -1,10 +1,10 @@
-"""The canonical metric names (DESIGN.md), one row per update; NaN where one does not apply."""
+"""The canonical metric names (docs/design.md), one row per update; NaN where one does not apply."""
 
 from __future__ import annotations
 
 INDEX_COLUMNS = ("update", "env_step", "fault_active")
 
-#: name -> definition, in the order of DESIGN.md's table
+#: name -> definition, in the order of the table in docs/design.md
 CANONICAL: dict[str, str] = {
     "reward_mean": "mean reward per env step (PPO) or per completion (GRPO) in this update's rollout",
     "return_mean": "mean return of the episodes / completions finished in this rollout",

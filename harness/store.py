@@ -7,6 +7,9 @@ temporary name and renamed, so a killed process leaves either a complete run or 
 directory that is redone. A file truncated or changed afterwards (a full disk, a bad copy)
 makes the run corrupt: it counts as unfinished, the run command retrains it, and readers skip
 it with a one-line warning.
+
+Files are created with the user's umask (``0o666 & ~umask``, as ``open()`` would), so a store on a
+shared file system is readable by whoever the umask lets read it.
 """
 
 from __future__ import annotations
@@ -42,9 +45,32 @@ def run_id(key: dict[str, Any]) -> str:
             f"{key['fault_name']}-s{key['seed']}-{digest}")
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
+def umask() -> int:
+    """The process's umask (read from /proc where it can be, so no thread sees it changed)."""
+    with contextlib.suppress(OSError, ValueError):
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _temp_file(path: Path) -> tuple[int, str]:
+    """A temporary file beside ``path`` with the mode ``open()`` would give it (mkstemp makes 0600)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        os.fchmod(fd, 0o666 & ~umask())
+    except BaseException:
+        os.close(fd)
+        os.unlink(tmp)
+        raise
+    return fd, tmp
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    fd, tmp = _temp_file(path)
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
@@ -62,8 +88,7 @@ def atomic_write_json(path: Path, obj: Any) -> None:
 
 
 def atomic_write_parquet(path: Path, df: pd.DataFrame) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = _temp_file(path)
     os.close(fd)
     try:
         df.to_parquet(tmp, index=False)
@@ -172,6 +197,11 @@ class RunStore:
         meta = {**meta, "files": {name: file_digest(run_dir / name) for name in [*tables, *(files or {})]}}
         atomic_write_json(run_dir / META, meta)  # last: its presence marks the run complete
         return meta
+
+    def discard(self, rid: str) -> None:
+        """Remove the run, complete or not (``retrain=true`` replaces a stored run)."""
+        if self.run_dir(rid).exists():
+            shutil.rmtree(self.run_dir(rid))
 
     def discard_unfinished(self, rid: str) -> None:
         run_dir = self.run_dir(rid)

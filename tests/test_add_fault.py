@@ -85,7 +85,7 @@ def test_its_overrides_are_validated(user_fault, override, message):
 
 
 def test_it_is_a_choice_of_the_fault_group_until_unregistered(user_fault):
-    with pytest.raises(ConfigError, match=f"unknown fault 'nope'; valid choices: .*{NAME}"):
+    with pytest.raises(ConfigError, match=f"unknown fault 'nope'; did you mean none\\? valid choices: .*{NAME}"):
         preflight(["fault=nope"])
     faults.unregister(NAME)
     assert NAME not in FAULTS

@@ -1,4 +1,5 @@
-"""The README's front door stays true: CI runs its test command, and its commands are valid."""
+"""The README's front door stays true: CI runs its test command, its install line runs the main job,
+and it stays short (its examples are checked with the other pages' in tests/test_docs.py)."""
 
 from __future__ import annotations
 
@@ -14,8 +15,10 @@ README = (ROOT / "README.md").read_text()
 
 
 def test_ci_runs_the_readme_test_command():
-    ci = (ROOT / ".ci" / "run").read_text().strip().splitlines()[-1]
-    assert ci in README
+    lines = (ROOT / ".ci" / "run").read_text().strip().splitlines()
+    tests = [line for line in lines if "pytest" in line]
+    assert len(tests) == 1 and tests[0] in README
+    assert lines[-1] == "bash .ci/wheel"      # then the built wheel, installed in a clean venv, runs every command
 
 
 def test_readme_install_command_runs_the_main_job():
@@ -23,21 +26,16 @@ def test_readme_install_command_runs_the_main_job():
             in README)
 
 
+def test_readme_is_at_most_200_lines():
+    assert len(README.split("\n")) <= 200
+
+
+def test_readme_links_every_docs_page():
+    pages = {p.name for p in (ROOT / "docs").glob("*.md")} - {"index.md"}
+    linked = set(re.findall(r"\]\(docs/([\w.-]+\.md)", README))
+    assert pages <= linked, f"docs pages the README does not link: {sorted(pages - linked)}"
+
+
 @pytest.mark.parametrize("line", sorted(set(re.findall(r"\$ python -m harness ([^\n]*)", README))))
-def test_readme_example_commands_are_valid_or_fail_as_shown(line):
-    args = line.split()
-    if "fault=shared_polcy" in args or "fault.clip_range=0" in args:
-        with pytest.raises(Exception, match="unknown fault|out of range"):
-            preflight(args)
-    else:
-        preflight(args)
-
-
-@pytest.mark.parametrize("line", sorted(set(re.findall(r"\$ (python -m harness\.(?:evaluate|diagnose) [^\n]*)", README))))
-def test_readme_evaluate_and_diagnose_commands_run(line):
-    import subprocess
-    import sys
-
-    out = subprocess.run([sys.executable, *line.split()[1:]], capture_output=True, text=True, cwd=ROOT,
-                         timeout=300)
-    assert out.returncode == 0, out.stderr
+def test_readme_example_commands_are_valid(line):
+    preflight(line.split())

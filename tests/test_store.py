@@ -1,14 +1,25 @@
-"""The run store: stable ids, atomic writes, unfinished runs redone, crashes and divergence kept."""
+"""The run store: stable ids, atomic writes with the user's umask, unfinished runs redone, crashes and divergence
+kept, the numerics a run ran with, retrain; the run command's picture and TensorBoard log."""
 
 from __future__ import annotations
 
 import json
+import os
+import platform
+import stat
 
 import numpy as np
+import pandas as pd
+import pytest
+import torch
 
+from harness.config import experiment as experiment_config
+from harness.logs.readers import read
 from harness.metrics import COLUMNS, EPISODE_COLUMNS, STEP_COLUMNS
 from harness.pipeline.experiment import run_experiment
-from harness.store import RunStore, run_id
+from harness.pipeline.report import traced_metrics
+from harness.pipeline.train import get_or_train
+from harness.store import RunStore, atomic_write_bytes, atomic_write_parquet, run_id
 from tests.helpers import SHORT, make_experiment, train
 
 
@@ -125,3 +136,83 @@ def test_diverged_run_is_a_result(tmp_path, capsys):
     assert len(m) == meta["n_updates"] and m["update"].iloc[-1] >= 2
     assert m["nonfinite"].iloc[-1] == 1 and (m["nonfinite"].iloc[:-1] == 0).all()
     assert "nonfinite" in capsys.readouterr().out
+
+
+TINY = ["algo.num_envs=4", "algo.n_steps=32", "env.total_timesteps=384"]      # 3 updates of 128 steps
+
+
+def test_store_files_are_created_with_the_users_umask(tmp_path):
+    old = os.umask(0o022)
+    try:
+        res = train(["fault=none", *TINY, f"results_dir={tmp_path}"])
+        files = list(RunStore(tmp_path).run_dir(res.run_id).iterdir())
+        assert len(files) == 4 and {stat.S_IMODE(p.stat().st_mode) for p in files} == {0o644}
+        os.umask(0o002)
+        atomic_write_bytes(tmp_path / "a.bin", b"x")
+        atomic_write_parquet(tmp_path / "b.parquet", pd.DataFrame({"x": [1]}))
+        assert {stat.S_IMODE((tmp_path / n).stat().st_mode) for n in ("a.bin", "b.parquet")} == {0o664}
+    finally:
+        os.umask(old)
+
+
+def test_meta_records_the_numerics_and_a_new_training_version_is_a_new_run(tmp_path, monkeypatch):
+    res = train(["fault=none", *TINY, f"results_dir={tmp_path}"])
+    assert res.meta["numerics"] == {"torch": torch.__version__, "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+                                    "machine": platform.machine(), "threads": 1}
+    exp = make_experiment(["fault=none", *TINY])
+    monkeypatch.setattr(experiment_config, "TRAINING_VERSION", experiment_config.TRAINING_VERSION + "-next")
+    assert run_id(exp.key()) != res.run_id
+    assert not train(["fault=none", *TINY, f"results_dir={tmp_path}"]).reused
+
+
+def test_reuse_with_other_numerics_says_so_and_retrain_replaces_the_run(tmp_path, capsys):
+    args = ["fault=none", *TINY, "progress=false", f"results_dir={tmp_path}"]
+    assert run_experiment(make_experiment(args)) == 0
+    store = RunStore(tmp_path)
+    rid = run_id(make_experiment(args).key())
+    meta_path = store.run_dir(rid) / "meta.json"
+    meta = json.loads(meta_path.read_text())
+    meta["numerics"].update(torch="1.0.0", cpu_capability="AVX512")      # as if trained on another machine
+    meta_path.write_text(json.dumps(meta))
+    capsys.readouterr()
+    assert run_experiment(make_experiment(args)) == 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"note: reused {rid}, trained with torch 1.0.0 (here "), err
+    assert "cpu_capability AVX512 (here" in err[0] and "retrain=true discards and retrains it" in err[0]
+
+    # an interrupted retrain leaves the stored run as it was
+    def interrupt(row):
+        raise KeyboardInterrupt
+    before = {p.name: p.read_bytes() for p in store.run_dir(rid).iterdir()}
+    with pytest.raises(KeyboardInterrupt):
+        get_or_train(make_experiment([*args, "retrain=true"]), on_update=interrupt)
+    assert {p.name: p.read_bytes() for p in store.run_dir(rid).iterdir()} == before
+
+    assert run_experiment(make_experiment([*args, "retrain=true"])) == 0
+    assert capsys.readouterr().err == ""
+    assert store.load_meta(rid)["numerics"]["torch"] == torch.__version__
+
+
+def test_run_command_draws_the_traces_and_writes_tensorboard(tmp_path, capsys):
+    exp = make_experiment(["fault=zero_reward", "fault.onset=1", *TINY, "progress=false", "tensorboard=true",
+                           f"results_dir={tmp_path}"])
+    for _ in range(2):                          # the second time both runs are reused; nothing piles up
+        assert run_experiment(exp) == 0
+        out = capsys.readouterr().out
+        run_dir = RunStore(tmp_path).run_dir(run_id(exp.key()))
+        assert f"traces (faulty run vs twin, the metrics whose signatures fired): {run_dir / 'traces.png'}" in out
+        assert (run_dir / "traces.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert f"TensorBoard: tensorboard --logdir {run_dir / 'tensorboard'}" in out
+        runs = sorted(p.name for p in (run_dir / "tensorboard").iterdir())
+        assert runs == ["fault=zero_reward", "healthy_twin"]
+        for name in runs:
+            assert len(list((run_dir / "tensorboard" / name).iterdir())) == 1
+            records = read(run_dir / "tensorboard" / name).records
+            assert sorted(records.loc[records["key"] == "return_mean", "step"]) == [0, 1, 2]
+    assert RunStore(tmp_path).problem(run_id(exp.key())) is None      # the extra files leave the run complete
+
+
+def test_traced_metrics_name_the_signatures_and_the_runs_they_fired_on():
+    traced = traced_metrics("ppo", {"zero_reward": ["reward_zero", "reward_flat"], "none (twin)": ["reward_flat"]})
+    assert traced == {"return_mean": "progress (no signature on it fired)",
+                      "reward_mean": "signature fired: reward_zero, reward_flat (on both runs)"}

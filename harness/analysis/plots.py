@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import math
+import textwrap
 from pathlib import Path
 
 import matplotlib
@@ -132,3 +133,46 @@ def write_all(sigs: pd.DataFrame, metrics: pd.DataFrame, rs: RunSet, out_dir: Pa
         written[cell.label] = f"plots/{name}"
     return written
 
+
+
+def run_traces(runs: list[tuple[str, pd.DataFrame]], metrics: dict[str, str], onset: int, title: str,
+               path: Path) -> None:
+    """One run and its healthy twin, metric by metric against the update: ``runs`` is [(label, metrics
+    frame)], the faulty run first (red, drawn on top), then the twin (blue, wider, so equal values show
+    both); ``metrics`` is {metric: a subtitle (the signatures that fired on it)}; a dashed line marks
+    the fault's onset."""
+    names = [m for m in metrics if any(m in frame and frame[m].notna().any() for _, frame in runs)]
+    cols = min(3, max(1, len(names)))
+    rows = math.ceil(len(names) / cols) if names else 1
+    fig, axes = plt.subplots(rows, cols, figsize=(5.0 * cols, 2.9 * rows + 1.0), squeeze=False,
+                             layout="constrained")
+    styles = [("tab:red", 1.4, 3), ("tab:blue", 2.6, 2), ("tab:gray", 1.0, 1)]
+    for ax, metric in zip(axes.flat, names):
+        peak = 0.0
+        for (label, frame), (color, width, z) in zip(runs, styles):
+            if metric not in frame:
+                continue
+            values = frame[metric].to_numpy(dtype=float)
+            values = np.where(np.isfinite(values), values, np.nan)
+            ax.plot(frame["update"].to_numpy(), values, color=color, lw=width, alpha=0.9 if z == 3 else 0.55,
+                    zorder=z, label=label, marker="o" if len(values) <= 12 else None, ms=3)
+            if np.isfinite(values).any():
+                peak = max(peak, float(np.nanmax(np.abs(values))))
+        if peak > 1e3:
+            ax.set_yscale("symlog", linthresh=1.0)
+        if onset > 0:
+            ax.axvline(onset, color="black", ls="--", lw=0.9)
+        ax.set_title("\n".join([metric, *textwrap.wrap(metrics[metric], 62)]), fontsize=10)
+        ax.set_xlabel("update", fontsize=9)
+        ax.grid(alpha=0.3, lw=0.5)
+        ax.tick_params(labelsize=8)
+    for ax in list(axes.flat)[len(names):]:
+        ax.axis("off")
+    if names:
+        handles, labels = axes.flat[0].get_legend_handles_labels()
+        if onset > 0:
+            handles.append(plt.Line2D([], [], color="black", ls="--", lw=0.9))
+            labels.append(f"fault onset (update {onset})")
+        fig.legend(handles, labels, loc="outside lower center", ncol=len(labels), fontsize=9, frameon=False)
+    fig.suptitle(title, fontsize=11)
+    _save(fig, path)

@@ -1,22 +1,64 @@
-"""``python -m harness.catalogue``: aggregate stored runs into the catalogue and the labelled dataset.
+"""``rlfh-catalogue`` (``python -m harness.catalogue``): aggregate stored runs into the catalogue and the
+labelled dataset; ``publish=true`` (or ``only``) copies the diagnosis model into the package.
 
 The work is done in :mod:`harness.catalogue.build`; this module is the command.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import hydra
 import pandas as pd
 from omegaconf import DictConfig
 
+from harness.analysis.model import load_models
 from harness.catalogue.build import write
 from harness.catalogue.settings import CatalogueSettings
 from harness.commands.app import run_app
-from harness.config import CONF_DIR
+from harness.config import CONF_DIR, ConfigError
+from harness.detection.diagnosis import MODEL_FILE, PACKAGED_MODEL
+from harness.store import atomic_write_bytes
+
+#: what the package ships of a built model (examples.parquet and scores.parquet stay in results_dir)
+PUBLISHED = (MODEL_FILE.name, "model_card.json")
+
+
+def publish_mode(cfg: DictConfig) -> bool | str:
+    mode = cfg.get("publish", False)
+    if mode not in (True, False, "only"):
+        raise ConfigError(f"publish={mode!r}; valid choices: false, true (after building), only (build nothing)")
+    return mode
+
+
+def publish(results_dir: Path) -> list[Path]:
+    """Copy the model built under ``results_dir/catalogue/model/`` into the package (harness/data/model/,
+    :data:`PACKAGED_MODEL`'s directory), where rlfh-diagnose reads it when no results_dir has its own;
+    refuses a model this code cannot read."""
+    source = results_dir / "catalogue" / MODEL_FILE
+    load_models(source)              # a ConfigError (one line) for a missing, foreign or stale model
+    written = []
+    for name in PUBLISHED:
+        target = PACKAGED_MODEL.parent / name
+        atomic_write_bytes(target, (source.parent / name).read_bytes())
+        written.append(target)
+    return written
+
+
+def validate(cfg: DictConfig) -> None:
+    if publish_mode(cfg) == "only":
+        load_models(Path(cfg.results_dir) / "catalogue" / MODEL_FILE)
+    else:
+        CatalogueSettings.from_cfg(cfg)
 
 
 @hydra.main(config_path=str(CONF_DIR), config_name="catalogue", version_base=None)
 def app(cfg: DictConfig) -> None:
+    mode = publish_mode(cfg)
+    if mode == "only":
+        for path in publish(Path(cfg.results_dir)):
+            print(f"published {path}")
+        return
     settings = CatalogueSettings.from_cfg(cfg)
     rs_count = len(list((settings.results_dir / "runs").iterdir()))
     print(f"reading {rs_count} run directories under {settings.results_dir}/runs ...", flush=True)
@@ -31,10 +73,13 @@ def app(cfg: DictConfig) -> None:
                   f"{f' ({c.n_diverged} diverged)' if c['n_diverged'] else ''}")
     for path in written.values():
         print(f"wrote {path}")
+    if mode:
+        for path in publish(settings.results_dir):
+            print(f"published {path}")
 
 
 def main() -> None:
-    run_app(app, config_name="catalogue", validate=CatalogueSettings.from_cfg)
+    run_app(app, config_name="catalogue", validate=validate)
 
 
 if __name__ == "__main__":

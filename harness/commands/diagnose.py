@@ -1,43 +1,90 @@
-"""``python -m harness.diagnose log=PATH [profile=auto] [run=NAME]``: which known bug does my run look like?
+"""``rlfh-diagnose log=PATH [profile=auto] [select=NAME] [output=text|json]``: which known bug does my
+run look like?
 
 Reading (every log format, the dialect detected from its names) lives in :mod:`harness.logs`;
-the ranking in :mod:`harness.detection.diagnosis`; this module is the command.
+the ranking in :mod:`harness.detection.diagnosis`; this module is the command. The model is
+``${results_dir}/catalogue/model/`` when it is there, else the one shipped in the package.
 """
 
 from __future__ import annotations
 
 import json
+import re
+import sys
+from pathlib import Path
 from typing import Any
 
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
 from harness.analysis.model import load_models
-from harness.commands.app import run_app
-from harness.config import CONF_DIR, ConfigError
-from harness.detection.diagnosis import HEALTHY, TOO_SHORT, UNKNOWN, Diagnosis, diagnose_log, model_path
+from harness.commands.app import renamed, run_app
+from harness.config import CONF_DIR, ConfigError, did_you_mean
+from harness.detection.diagnosis import (
+    HEALTHY,
+    PACKAGED_MODEL,
+    TOO_SHORT,
+    UNKNOWN,
+    Diagnosis,
+    diagnose_log,
+    find_model,
+)
 from harness.logs import LoadedLog, load_log
+
+#: old key -> (new key, the new key's default): the old names keep working, with a note
+ALIASES = {"run": ("select", None), "format": ("output", "text")}
+OUTPUTS = ("text", "json")
+ALGOS = ("ppo", "grpo")
+
+
+def _select_words(text: str) -> str:
+    """The reader names its run choice ``run=`` (the Python API's argument); this command's key is select=."""
+    return re.sub(r"\brun=", "select=", text)
 
 
 def hyperparameters(cfg: DictConfig) -> dict[str, Any]:
     return dict(OmegaConf.to_container(cfg.hp, resolve=True) or {})
 
 
+def settle(cfg: DictConfig) -> list[str]:
+    """Check the keys that take a fixed set of values and apply the old names (``run=``, ``format=``,
+    ``catalogue=``); returns the notes to print for the old names used."""
+    for key in ("output", "format"):
+        value = cfg.get(key)
+        if value is not None and value not in OUTPUTS:
+            raise ConfigError(f"{key}={value!r}; {did_you_mean(value, OUTPUTS)}valid choices: {', '.join(OUTPUTS)}")
+    if cfg.algo not in (None, *ALGOS):
+        raise ConfigError(f"algo={cfg.algo!r}; {did_you_mean(cfg.algo, ALGOS)}valid choices: ppo, grpo "
+                          "(default: from the profile)")
+    notes = renamed(cfg, ALIASES)
+    if cfg.get("catalogue") is not None:
+        notes.append("note: catalogue= is now results_dir= (the model is read from "
+                     "results_dir/catalogue/model/; catalogue=DIR still works)")
+    return notes
+
+
+def model_file(cfg: DictConfig) -> Path:
+    return find_model(cfg.results_dir, cfg.get("catalogue"))
+
+
 def read(cfg: DictConfig) -> LoadedLog:
-    return load_log(cfg.log, cfg.profile.name, run=None if cfg.run is None else str(cfg.run),
-                    config=hyperparameters(cfg), algo=cfg.algo)
+    try:
+        log = load_log(cfg.log, cfg.profile.name, run=None if cfg.select is None else str(cfg.select),
+                       config=hyperparameters(cfg), algo=cfg.algo)
+    except ConfigError as exc:
+        raise ConfigError(_select_words(str(exc))) from None
+    log.notes = [_select_words(n) for n in log.notes]
+    return log
 
 
 def validate(cfg: DictConfig) -> None:
     if cfg.log is None:
         raise ConfigError("log=PATH is required (a TensorBoard run directory or event file, trainer_state.json, "
                           "progress.csv, a W&B export, a verl console log, or a CSV / JSON-lines log)")
-    if cfg.format not in ("text", "json"):
-        raise ConfigError(f"format={cfg.format!r}; valid choices: text, json")
-    if cfg.algo not in (None, "ppo", "grpo"):
-        raise ConfigError(f"algo={cfg.algo!r}; valid choices: ppo, grpo (default: from the profile)")
+    for note in settle(cfg):         # before the checks below, so it shows beside any error they raise
+        print(note, file=sys.stderr)
     log = read(cfg)
-    diagnose_log(log, load_models(model_path(cfg.catalogue)), cfg.n_actions, cfg.optimizer_steps)
+    diagnose_log(log, load_models(model_file(cfg)), cfg.n_actions, cfg.optimizer_steps)
 
 
 def describe(log: LoadedLog, cfg: DictConfig) -> list[str]:
@@ -51,6 +98,8 @@ def describe(log: LoadedLog, cfg: DictConfig) -> list[str]:
     lines.append("config: " + (", ".join(f"{k}={v}" for k, v in log.config.items()) if log.config else
                                "none found (the diagnosis works without it; +hp.KEY=VALUE adds context)"))
     lines += [f"note: {n}" for n in log.notes]
+    path = model_file(cfg)
+    lines.append(f"model file: {path}" + (" (shipped with the package)" if path == PACKAGED_MODEL else ""))
     return lines
 
 
@@ -108,7 +157,7 @@ def as_json(cfg: DictConfig, log: LoadedLog, d: Diagnosis) -> dict[str, Any]:
     """The machine-readable answer (a stable contract for scripts)."""
     r = d.result
     ranking = [{"fault": k, "probability": v, "score": v} for k, v in list(r.probabilities.items())[: cfg.top]]
-    return {"log": str(cfg.log), "profile": log.profile, "detected": log.detected, "algo": log.algo,
+    return {"log": str(cfg.log), "model_file": str(model_file(cfg)), "profile": log.profile, "detected": log.detected, "algo": log.algo,
             "view": d.view, "n_steps": r.n_rows, "answer": r.answer, "kind": r.kind, "probability": r.probability,
             "class": list(r.members), "class_probability": r.class_probability, "settings_to_check": list(r.settings),
             "anomalous": r.anomalous, "threshold": r.threshold, "unknown_threshold": r.unknown_threshold,
@@ -119,9 +168,10 @@ def as_json(cfg: DictConfig, log: LoadedLog, d: Diagnosis) -> dict[str, Any]:
 
 @hydra.main(config_path=str(CONF_DIR), config_name="diagnose", version_base=None)
 def app(cfg: DictConfig) -> None:
+    settle(cfg)                      # its notes were printed when the command line was checked (validate)
     log = read(cfg)
-    d = diagnose_log(log, load_models(model_path(cfg.catalogue)), cfg.n_actions, cfg.optimizer_steps)
-    if cfg.format == "json":
+    d = diagnose_log(log, load_models(model_file(cfg)), cfg.n_actions, cfg.optimizer_steps)
+    if cfg.output == "json":
         print(json.dumps(as_json(cfg, log, d), indent=2, default=float))
         return
     print("\n".join(describe(log, cfg) + report(d, cfg.top)))

@@ -1,4 +1,4 @@
-"""``python -m harness.evaluate detector=NAME``: score a detector against labelled runs.
+"""``rlfh-evaluate`` (``python -m harness.evaluate``) ``detector=NAME``: score a detector against labelled runs.
 
 Python API: ``evaluate(detector, "results")`` returns an :class:`Evaluation` (see
 :mod:`harness.detection.scoring`, where the scoring lives).

@@ -1,5 +1,5 @@
-"""``python -m harness.export run=ID|all profile=NAME format=tensorboard|csv|jsonl|native out=DIR``:
-write stored runs as that framework logs them (see :mod:`harness.logs.exporter`)."""
+"""``rlfh-export`` (``python -m harness.export``) ``run=ID|all profile=NAME format=tensorboard|csv|jsonl|native
+out=DIR``: write stored runs as that framework logs them (see :mod:`harness.logs.exporter`)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from omegaconf import DictConfig
 
 from harness.commands.app import run_app
 from harness.config import CONF_DIR, ConfigError
-from harness.logs.exporter import check, export, select
+from harness.logs.exporter import check, check_out, export, select
 from harness.store import RunStore
 
 
@@ -20,13 +20,14 @@ def validate(cfg: DictConfig) -> None:
     if cfg.out is None:
         raise ConfigError("out=DIR is required (the exported logs and labels.json go there)")
     check(cfg.profile.name, cfg.format)
+    check_out(cfg.out, bool(cfg.overwrite))
     select(RunStore(cfg.results_dir), str(cfg.run), cfg.profile.name, warn=lambda _: None)
 
 
 @hydra.main(config_path=str(CONF_DIR), config_name="export", version_base=None)
 def app(cfg: DictConfig) -> None:
     written = export(cfg.results_dir, str(cfg.run), cfg.profile.name, cfg.format, cfg.out,
-                     warn=lambda msg: print(msg, file=sys.stderr))
+                     warn=lambda msg: print(msg, file=sys.stderr), overwrite=bool(cfg.overwrite))
     files = sum(len(lab["files"]) for lab in written.values())
     print(f"wrote {len(written)} run(s) as profile={cfg.profile.name} format={cfg.format}: {files} file(s) under "
           f"{cfg.out}/<opaque id>/, labels in {cfg.out}/labels.json")

@@ -1,4 +1,4 @@
-"""``python -m harness``: train a faulty agent and its healthy twin, then compare them.
+"""``rlfh`` (``python -m harness``): train a faulty agent and its healthy twin, then compare them.
 
 Before Hydra runs anything, :func:`harness.pipeline.compose.preflight` composes and validates
 every job the command line asks for, so a bad override ends with one line naming the valid

@@ -2,7 +2,7 @@
 what a detector may see of a config, and how reports name a setup.
 
 - :mod:`~harness.config.errors`: :class:`ConfigError` (a one-line message for the user), range checks,
-  ``_target_`` lookup;
+  ``_target_`` lookup, the unknown-name messages with their "did you mean";
 - :mod:`~harness.config.schemas`: the structured configs (``harness/conf/<group>/*.yaml`` extend them);
 - :mod:`~harness.config.experiment`: a validated :class:`Experiment` and its run identity;
 - :mod:`~harness.config.visibility`: the configured hyperparameters a detector is shown;
@@ -11,7 +11,7 @@ what a detector may see of a config, and how reports name a setup.
 Everything is importable from ``harness.config``.
 """
 
-from harness.config.errors import ConfigError, check_range, locate
+from harness.config.errors import ConfigError, check_range, did_you_mean, locate, unknown_choice, unknown_key
 from harness.config.experiment import Experiment
 from harness.config.labels import algo_label, setup_label
 from harness.config.schemas import (
@@ -31,6 +31,7 @@ from harness.config.schemas import (
     PPOConfig,
     backend_config,
     conf_dir,
+    group_choices,
     register_configs,
     to_object,
 )
@@ -41,5 +42,5 @@ CONF_DIR = conf_dir()
 
 __all__ = ["ALGO_SCHEMAS", "CONF_DIR", "GRPO_MODELS", "GRPO_SCALES", "HIDDEN", "IS_CORRECTIONS",
            "KL_ESTIMATORS", "LOSS_AGGS", "LR_DECAYS", "SAMPLER_PRECISIONS", "BackendConfig", "Config", "ConfigError", "EnvConfig",
-           "Experiment", "GRPOConfig", "ModelConfig", "PPOConfig", "algo_label", "backend_config", "check_range", "locate",
-           "register_configs", "setup_label", "to_object", "visible_config"]
+           "Experiment", "GRPOConfig", "ModelConfig", "PPOConfig", "algo_label", "backend_config", "check_range", "did_you_mean",
+           "group_choices", "locate", "register_configs", "setup_label", "to_object", "unknown_choice", "unknown_key", "visible_config"]

@@ -2,13 +2,37 @@
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import math
+from collections.abc import Iterable
 from typing import Any
 
 
 class ConfigError(ValueError):
     """A bad configuration value; the message is one line meant for the user."""
+
+
+def did_you_mean(value: object, choices: Iterable[object], prefix: str = "") -> str:
+    """``"did you mean <prefix>X? "`` for the choice X closest to a misspelled ``value`` (difflib), else ``""``."""
+    close = difflib.get_close_matches(str(value), [str(c) for c in choices], n=1)
+    return f"did you mean {prefix}{close[0]}? " if close else ""
+
+
+def unknown_choice(kind: str, value: object, choices: Iterable[object]) -> str:
+    """The one line for a name that is not one of ``choices``: ``unknown fault 'shared_polcy'; did you
+    mean shared_policy? valid choices: ...`` (``kind`` names what was asked for)."""
+    choices = [str(c) for c in choices]
+    return f"unknown {kind} {value!r}; {did_you_mean(value, choices)}valid choices: {', '.join(choices) or 'none'}"
+
+
+def unknown_key(key: str, valid: Iterable[str]) -> str:
+    """The one line for a config key that does not exist: ``unknown key algo.clip_rnge; did you mean
+    algo.clip_range? valid keys: ...`` (``key`` is the full dotted key, ``valid`` its siblings' names)."""
+    parent, _, leaf = key.rpartition(".")
+    valid = sorted(valid)
+    hint = did_you_mean(leaf, valid, prefix=f"{parent}." if parent else "")
+    return f"unknown key {key}; {hint}valid keys: {', '.join(valid) or 'none'}"
 
 
 def check_range(owner: str, name: str, value: Any, *, gt=None, ge=None, lt=None, le=None,

@@ -24,6 +24,8 @@ class Experiment:
     twin: bool
     progress: bool
     sampled: dict[str, Any] | None = None   # the dataset sweep's draw (recorded in meta.json, not identity)
+    retrain: bool = False            # train even when the run is stored, replacing it (not identity)
+    tensorboard: bool = False        # the run command also writes a TensorBoard log of both runs (not identity)
 
     def key(self) -> dict[str, Any]:
         """What identifies the run: the resolved config minus output paths and display flags."""

@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
-from harness.config.errors import ConfigError, check_range
+from harness.config.errors import ConfigError, check_range, unknown_choice, unknown_key
 
 
 def conf_dir() -> Path:
@@ -303,6 +303,8 @@ class Config:
     twin: bool = True                # also train (or reuse) the healthy twin, fault=none
     torch_threads: int = 1
     progress: bool = True
+    retrain: bool = False            # discard a stored run and train it again (e.g. on another machine's numerics)
+    tensorboard: bool = False        # the run command also writes a TensorBoard log of the run and its twin
     # set by the dataset sweep: a file of sampled runs that this one job trains in-process
     batch: str | None = None
 
@@ -310,8 +312,26 @@ class Config:
 ALGO_SCHEMAS: dict[str, type] = {"ppo": PPOConfig, "grpo": GRPOConfig}
 
 
+def group_choices(group: str) -> list[str]:
+    """The choices of config group ``group``: its YAML files in harness/conf/ and what the ConfigStore
+    holds under it (e.g. ``fault``: every registered fault class)."""
+    names = {p.stem for p in (conf_dir() / group).glob("*.yaml")}
+    try:
+        names |= {n.removesuffix(".yaml") for n in ConfigStore.instance().list(group)}
+    except OSError:       # no such group in the ConfigStore
+        pass
+    return sorted(names)
+
+
+#: ``${harness_choices:GROUP}`` in a YAML (the commands' --help) is that group's choices, comma-separated
+CHOICES_RESOLVER = "harness_choices"
+
+
 def register_configs() -> None:
-    """Store the schemas so harness/conf/*.yaml can extend them (``/schema/<group>/<name>@_here_``)."""
+    """Store the schemas so harness/conf/*.yaml can extend them (``/schema/<group>/<name>@_here_``), and
+    the ``${harness_choices:GROUP}`` resolver the commands' --help texts list a group's choices with."""
+    if not OmegaConf.has_resolver(CHOICES_RESOLVER):
+        OmegaConf.register_new_resolver(CHOICES_RESOLVER, lambda group: ", ".join(group_choices(str(group))))
     cs = ConfigStore.instance()
     cs.store(name="base_config", node=Config)
     for name, schema in ALGO_SCHEMAS.items():
@@ -321,13 +341,12 @@ def register_configs() -> None:
     cs.store(group="schema/model", name="model", node=ModelConfig)
 
 
-
 def backend_config(name: str) -> BackendConfig:
     """A backend's config as ``backend=<name>`` composes it (harness/conf/backend/<name>.yaml)."""
     path = conf_dir() / "backend" / f"{name}.yaml"
     if not path.exists():
         choices = sorted(p.stem for p in (conf_dir() / "backend").glob("*.yaml"))
-        raise ConfigError(f"unknown backend {name!r}; valid choices: {', '.join(choices)}")
+        raise ConfigError(unknown_choice("backend", name, choices))
     data = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
     return to_object({k: v for k, v in data.items() if k != "defaults"}, BackendConfig, "backend")
 
@@ -340,7 +359,7 @@ def to_object(node: Any, schema: type, group: str) -> Any:
     allowed = {f.name for f in fields(schema)}
     unknown = sorted(set(data) - allowed)
     if unknown:
-        raise ConfigError(f"unknown key {group}.{unknown[0]}; valid keys: {', '.join(sorted(allowed))}")
+        raise ConfigError(unknown_key(f"{group}.{unknown[0]}", allowed))
     try:
         obj = schema(**data)
     except TypeError as exc:  # pragma: no cover - schema and YAML disagree

@@ -28,6 +28,9 @@ from harness.logs import LoadedLog, load_log
 from harness.metrics import CANONICAL
 
 MODEL_FILE = Path("model") / "diagnosis.joblib"       # inside the catalogue directory
+#: the published diagnosis model, shipped in the package (a copy of results/catalogue/model/ made by
+#: ``python -m harness.catalogue publish=true``): what diagnose reads where no results_dir has its own
+PACKAGED_MODEL = Path(__file__).resolve().parents[1] / "data" / MODEL_FILE
 
 
 def model_path(catalogue: str | Path) -> Path:
@@ -38,6 +41,16 @@ def model_path(catalogue: str | Path) -> Path:
     if (p / MODEL_FILE).exists() or p.name == "catalogue":
         return p / MODEL_FILE
     return p / "catalogue" / MODEL_FILE
+
+
+def find_model(results_dir: str | Path = "results", catalogue: str | Path | None = None) -> Path:
+    """The diagnosis model to read: ``catalogue``'s (a catalogue directory, a results directory or the
+    model file: :func:`model_path`) when given; else ``results_dir/catalogue/model/diagnosis.joblib``
+    when it exists; else the model shipped in the package (:data:`PACKAGED_MODEL`)."""
+    if catalogue is not None:
+        return model_path(catalogue)
+    own = Path(results_dir) / "catalogue" / MODEL_FILE
+    return own if own.exists() else PACKAGED_MODEL
 
 
 def context(log: LoadedLog, n_actions: int | None = None, optimizer_steps: int | None = None) -> dict[str, Any]:
@@ -127,13 +140,15 @@ def diagnose_log(log: LoadedLog, models: dict[tuple[str, str], DiagnosisModel], 
     return Diagnosis(result, model.view, model, {k: v for k, v in fired.items() if v.fired}, expected)
 
 
-def diagnose(log_path: str | Path, profile: str | dict[str, Any] = "auto", catalogue: str | Path = "results/catalogue",
+def diagnose(log_path: str | Path, profile: str | dict[str, Any] = "auto", catalogue: str | Path | None = None,
              algo: str | None = None, n_actions: int | None = None, optimizer_steps: int | None = None,
-             run: str | None = None, config: dict[str, Any] | None = None) -> tuple[LoadedLog, Diagnosis]:
-    """Read any supported log (:func:`harness.logs.load_log`) and diagnose it."""
+             run: str | None = None, config: dict[str, Any] | None = None,
+             results_dir: str | Path = "results") -> tuple[LoadedLog, Diagnosis]:
+    """Read any supported log (:func:`harness.logs.load_log`) and diagnose it with the model
+    :func:`find_model` picks (``catalogue``'s, else ``results_dir``'s, else the package's)."""
     log = load_log(log_path, profile, run=run, config=config, algo=algo)
-    return log, diagnose_log(log, load_models(model_path(catalogue)), n_actions, optimizer_steps)
+    return log, diagnose_log(log, load_models(find_model(results_dir, catalogue)), n_actions, optimizer_steps)
 
 
-__all__ = ["HEALTHY", "TOO_SHORT", "UNKNOWN", "Diagnosis", "answer_frame", "diagnose", "diagnose_log",
-           "log_signatures", "model_path"]
+__all__ = ["HEALTHY", "PACKAGED_MODEL", "TOO_SHORT", "UNKNOWN", "Diagnosis", "answer_frame", "diagnose", "diagnose_log",
+           "find_model", "log_signatures", "model_path"]

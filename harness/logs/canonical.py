@@ -13,7 +13,7 @@ line) are not steps.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
@@ -229,8 +229,32 @@ def map_config(profile: Profile, config: dict[str, Any], algo: str,
         if key not in visible:
             raise ConfigError(f"hyperparameter {key!r} is not one a {algo} config holds; valid choices: "
                               f"{', '.join(sorted(visible))}")
-        out[key] = _coerce(value) if isinstance(value, str) else value
+        out[key] = checked_value(schema, key, _coerce(value) if isinstance(value, str) else value)
     return out
+
+
+def checked_value(schema: type, key: str, value: Any) -> Any:
+    """``+hp.KEY=VALUE`` as the schema's type holds it (numbers numeric, bools bool, names text); a
+    one-line ConfigError otherwise."""
+    kind = str(next((f.type for f in fields(schema) if f.name == key), ""))
+    if value is None and "None" in kind:
+        return value
+    if kind.startswith("bool"):
+        if isinstance(value, bool):
+            return value
+        raise ConfigError(f"hp.{key}={value!r} must be true or false")
+    if kind.startswith("int"):
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) \
+                and float(value).is_integer():
+            return int(value)
+        raise ConfigError(f"hp.{key}={value!r} must be an integer")
+    if kind.startswith("float"):
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+            return value
+        raise ConfigError(f"hp.{key}={value!r} must be a number")
+    if kind.startswith("str") and not isinstance(value, str):
+        raise ConfigError(f"hp.{key}={value!r} must be a name (text), not a number or a bool")
+    return value
 
 
 # ---- the canonical frame -----------------------------------------------------------------------

@@ -5,11 +5,15 @@ directory name is :func:`harness.detection.base.opaque_id` of the run id, and no
 its config context names the fault, the onset, the control flag or the variant.
 ``out/labels.json``: opaque id -> run_id, fault, fault parameters and form, onset, seed, setup,
 status, is_control, ... so an exported dataset can still be scored.
+
+``out`` must be new or empty; ``overwrite=True`` replaces an earlier export there (a directory holding
+labels.json), so event files never pile up; anything else in it is left alone and refused.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -42,6 +46,37 @@ def check(profile: str, fmt: str) -> None:
         raise ConfigError(f"format={fmt!r}; valid choices: {', '.join(FORMATS)}")
 
 
+def check_out(out: str | Path, overwrite: bool = False) -> None:
+    """Raise ConfigError unless ``out`` is a new or empty directory, or (with ``overwrite``) an earlier
+    export: a directory whose every entry labels.json lists."""
+    path = Path(out)
+    for p in (path, *path.absolute().parents):
+        if p.exists() and not p.is_dir():
+            where = f"out={out}" if p == path else f"{p} (in out={out})"
+            raise ConfigError(f"{where} is a file, not a directory: the exported logs and labels.json go in a directory")
+        if p.exists():
+            break
+    if not path.is_dir() or not any(path.iterdir()):
+        return
+    if not overwrite:
+        raise ConfigError(f"out={out} is not empty: choose a new directory, or add overwrite=true to replace "
+                          "the export in it")
+    stray = sorted({p.name for p in path.iterdir()} - set(_exported(path)))
+    if stray:
+        raise ConfigError(f"out={out} holds files that are not an export ({', '.join(stray[:3])}"
+                          f"{' ...' if len(stray) > 3 else ''}): overwrite=true replaces only an earlier export; "
+                          "choose a new directory")
+
+
+def _exported(out: Path) -> list[str]:
+    """The entries an earlier export wrote in ``out`` (labels.json and its runs' directories)."""
+    try:
+        labels = json.loads((out / LABELS).read_text())
+    except (OSError, ValueError):
+        return []
+    return [LABELS, *labels] if isinstance(labels, dict) else []
+
+
 def select(store: RunStore, run: str, profile: str, warn: Callable[[str], None] = print) -> list[dict[str, Any]]:
     """The metas to export: one run (ConfigError if absent, corrupt, or of an algorithm the
     framework does not run) or every complete run the framework applies to."""
@@ -69,21 +104,27 @@ def select(store: RunStore, run: str, profile: str, warn: Callable[[str], None] 
 
 
 def export(results_dir: str | Path, run: str, profile: str, fmt: str, out: str | Path,
-           warn: Callable[[str], None] = print) -> dict[str, dict[str, Any]]:
-    """Write the selected runs under ``out``; returns (and merges into out/labels.json) their labels."""
+           warn: Callable[[str], None] = print, overwrite: bool = False) -> dict[str, dict[str, Any]]:
+    """Write the selected runs under ``out`` (new or empty; ``overwrite``: replacing an earlier export
+    there) and their labels in out/labels.json; returns the labels."""
     check(profile, fmt)
+    check_out(out, overwrite)
     store = RunStore(results_dir)
+    metas = select(store, run, profile, warn)
     out = Path(out)
-    labels_path = out / LABELS
-    labels = json.loads(labels_path.read_text()) if labels_path.exists() else {}
+    for name in _exported(out) if out.is_dir() else []:       # overwrite: the earlier export goes first
+        target = out / name
+        if target.is_dir():
+            shutil.rmtree(target)
+        elif target.exists():
+            target.unlink()
     written = {}
     # in opaque-id order: file names and wall times of event files must not follow run ids (which name the fault)
-    for meta in sorted(select(store, run, profile, warn), key=lambda m: opaque_id(m["run_id"])):
+    for meta in sorted(metas, key=lambda m: opaque_id(m["run_id"])):
         oid = opaque_id(meta["run_id"])
         raw = render(StoredRun.load(store, meta["run_id"]), profile)
         files = write(raw, profile, fmt, out / oid)
         written[oid] = label(meta, [str(f.relative_to(out)) for f in files], profile, fmt)
-    labels.update(written)
     out.mkdir(parents=True, exist_ok=True)
-    labels_path.write_text(json.dumps(labels, indent=2, sort_keys=True) + "\n")
+    (out / LABELS).write_text(json.dumps(written, indent=2, sort_keys=True) + "\n")
     return written

@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from harness.config import ConfigError
+from harness.config import ConfigError, unknown_choice
 from harness.metrics import CANONICAL
 
 PROFILE_DIR = Path(__file__).resolve().parent.parent / "conf" / "profile"
@@ -122,7 +122,7 @@ def load_profile(profile: str | dict[str, Any] | Profile) -> Profile:
     if isinstance(profile, dict):
         return Profile.from_dict(profile)
     if profile not in names():
-        raise ConfigError(f"unknown profile {profile!r}; valid choices: auto, {', '.join(names())}")
+        raise ConfigError(unknown_choice("profile", profile, ["auto", *names()]))
     return Profile.from_dict(_load(profile))
 
 

@@ -5,7 +5,8 @@ Formats: TensorBoard event files and run directories (tensorboard's own event re
 ``progress.csv`` / ``progress.json``, W&B history exports (CSV / JSON lines with ``_step``),
 verl console logs (``step:N - key:value - ...``), and plain CSV / JSON lines. A file still being
 written is read up to its last complete record (a last line without its newline is dropped; a
-truncated event file ends at its last complete record). Which framework's names the records use
+truncated event file ends at its last complete record); a JSON document (trainer_state.json) is
+read whole, and one cut short is an error naming where it ends. Which framework's names the records use
 is decided later (:mod:`harness.logs.canonical`).
 """
 
@@ -283,22 +284,39 @@ def sibling_config(path: Path) -> dict[str, Any]:
     return sb3_model_config(path.parent)
 
 
+def json_document(path: Path, text: str) -> Any:
+    """``text`` as one JSON document (a trainer_state.json, with or without its last newline), or None
+    when it is not one (JSON lines are read line by line). A file that is one document (named
+    trainer_state.json, or pretty-printed: its first line is a lone ``{``) but does not parse is a
+    ConfigError naming where it breaks."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        first = text.lstrip().splitlines()[0].strip()
+        if path.name != "trainer_state.json" and first != "{":
+            return None
+        where = f"{exc.msg if exc.msg.endswith(' at') else exc.msg + ' at'} line {exc.lineno} column {exc.colno}"
+        if exc.msg.startswith("Unterminated") or exc.pos >= len(text.rstrip()):
+            last = text.rstrip().count("\n") + 1
+            raise ConfigError(f"log={path} is a truncated JSON file: it stops at line {last} before the document "
+                              f"is closed ({where}); it was cut short or is still being written") from None
+        raise ConfigError(f"log={path} is not valid JSON: {where}") from None
+
+
 def read_file(path: Path) -> RawLog:
     if path.stat().st_size == 0:
         raise ConfigError(f"log={path} is empty; looked for {LOOKED_FOR}")
     if path.name.startswith("events.out.tfevents") or is_binary(path):
         return read_events([path], str(path))
+    whole = path.read_text(errors="replace")
+    if whole.lstrip().startswith("{"):
+        obj = json_document(path, whole)
+        if isinstance(obj, dict) and "log_history" in obj:
+            return read_trainer_state(path, obj)
     text = complete_text(path)
     if not text.strip():
         raise ConfigError(f"log={path} has no complete line yet")
-    stripped = text.lstrip()
-    if stripped.startswith("{"):
-        try:
-            obj = json.loads(text)
-        except ValueError:
-            obj = None
-        if isinstance(obj, dict) and "log_history" in obj:
-            return read_trainer_state(path, obj)
+    if text.lstrip().startswith("{"):
         return read_jsonl(path)
     lines = text.splitlines()
     if any(VERL_LINE.match(line) for line in lines):

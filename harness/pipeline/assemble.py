@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import dataclasses
+import os
+from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
@@ -41,9 +43,59 @@ def load_experiment(cfg: DictConfig) -> Experiment:
     trainer_for(backend, algo.name)
     fault_cfg = OmegaConf.to_container(cfg.fault, resolve=True)
     fault = checked_fault(fault_cfg, algo.name, backend)
-    return Experiment(algo=configured_algo(fault, algo, backend), env=env, backend=backend, fault=fault,
-                      fault_cfg=fault_cfg, seed=cfg.seed, torch_threads=cfg.torch_threads,
-                      results_dir=cfg.results_dir, twin=cfg.twin, progress=cfg.progress)
+    check_results_dir(cfg.results_dir)
+    exp = Experiment(algo=configured_algo(fault, algo, backend), env=env, backend=backend, fault=fault,
+                     fault_cfg=fault_cfg, seed=cfg.seed, torch_threads=cfg.torch_threads,
+                     results_dir=cfg.results_dir, twin=cfg.twin, progress=cfg.progress,
+                     retrain=bool(cfg.get("retrain", False)), tensorboard=bool(cfg.get("tensorboard", False)))
+    check_budget(exp)
+    return exp
+
+
+def check_results_dir(results_dir: str) -> None:
+    """Raise ConfigError unless ``results_dir`` is (or can be made) a directory this user can write."""
+    path = Path(results_dir).expanduser()
+    for p in (path / "runs", path, *path.absolute().parents):
+        if p.exists():
+            if not p.is_dir():
+                what = f"results_dir={results_dir}" if p == path else f"{p} (in results_dir={results_dir})"
+                raise ConfigError(f"{what} is a file, not a directory: runs are stored in <results_dir>/runs/")
+            if not os.access(p, os.W_OK | os.X_OK):
+                raise ConfigError(f"results_dir={results_dir}: {p} is not writable by this user")
+            return
+
+
+def _smallest_budget(exp: Experiment) -> int:
+    """The smallest env.total_timesteps that buys one update (searched on the trainer's own count)."""
+    def planned(total: int) -> int:
+        return trainer_for(exp.backend, exp.algo.name).updates_planned(
+            dataclasses.replace(exp, env=dataclasses.replace(exp.env, total_timesteps=total)))
+    lo, hi = 1, max(2, exp.env.total_timesteps)
+    while planned(hi) < 1 and hi < 2**40:
+        hi *= 2
+    while lo < hi:
+        mid = (lo + hi) // 2
+        lo, hi = (mid + 1, hi) if planned(mid) < 1 else (lo, mid)
+    return lo
+
+
+def check_budget(exp: Experiment) -> None:
+    """Refuse, before anything trains, a run with no update, a fault whose onset is beyond the run
+    (it would never switch on), and an onset without a fault (a duplicate of the healthy run)."""
+    planned = trainer_for(exp.backend, exp.algo.name).updates_planned(exp)
+    total = exp.env.total_timesteps
+    if planned < 1:
+        need = _smallest_budget(exp)
+        raise ConfigError(f"env.total_timesteps={total} buys no update (one update of algo={exp.algo.name} here "
+                          f"takes {need}): raise env.total_timesteps to at least {need}")
+    onset = exp.fault.onset
+    if exp.fault.name == "none" and onset:
+        raise ConfigError(f"fault.onset={onset} means nothing with fault=none (there is no fault to switch on): "
+                          "drop fault.onset or choose a fault")
+    if exp.fault.name != "none" and onset >= planned:
+        raise ConfigError(f"fault.onset={onset} is beyond the run: env.total_timesteps={total} plans {planned} "
+                          f"updates (0-{planned - 1}), so fault={exp.fault.name} would never switch on; "
+                          f"choose fault.onset < {planned} or a larger env.total_timesteps")
 
 
 def checked_fault(fault_cfg: dict, algo: str, backend: BackendConfig):

@@ -19,7 +19,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, OmegaConf
 
 from faults import register_configs as register_fault_configs
-from harness.config import CONF_DIR, ConfigError, Experiment, register_configs
+from harness.config import CONF_DIR, ConfigError, Experiment, did_you_mean, register_configs, unknown_choice
 from harness.pipeline.assemble import load_experiment
 
 CONFIG_NAME = "config"
@@ -40,7 +40,7 @@ def one_line(exc: BaseException) -> str:
     missing = re.search(r"Could not find '(?:.*/)?([^/']+)/([^/']+)'\s*Available options in '[^']+':\s*(.*)", text)
     if missing:   # the same words as for a bad override on the command line
         group, value, options = missing.groups()
-        return f"unknown {group} {value!r}; valid choices: {', '.join(sorted(options.split()))}"
+        return unknown_choice(group, value, sorted(options.split()))
     return text
 
 
@@ -103,8 +103,7 @@ def _check_jobs(overrides, config_name: str, multirun: bool,
             continue
         for value in _values(o):
             if value not in choices and value != "null":
-                name = o.key_or_group.split("/")[-1]
-                raise ConfigError(f"unknown {name} {value!r}; valid choices: {', '.join(sorted(choices))}")
+                raise ConfigError(unknown_choice(o.key_or_group.split("/")[-1], value, sorted(choices)))
     sweeps = any(o.is_sweep_override() for o in overrides)
     if not multirun and sweeps:
         raise ConfigError("a comma-separated or range() value sweeps: add -m (multirun)")
@@ -129,7 +128,29 @@ def _compose(config_name: str, overrides: list[str], hydra: bool = False) -> Dic
     try:
         return compose(config_name, overrides=overrides, return_hydra_config=hydra)
     except Exception as exc:  # Hydra/OmegaConf composition errors
-        raise ConfigError(one_line(exc)) from None
+        key = re.match(r"Could not override '([^']+)'", str(exc))
+        raise ConfigError((key and _unknown_key(config_name, overrides, key.group(1))) or one_line(exc)) from None
+
+
+def _unknown_key(config_name: str, overrides: list[str], key: str) -> str | None:
+    """``Could not override 'algo.clip_rnge': no such key; did you mean algo.clip_range? valid keys: ...`` for
+    an override of a key the composed config does not have (the keys beside it, composed without that
+    override), or None (Hydra's own words then)."""
+    parent = key.rpartition(".")[0]
+    prefix = f"{parent}." if parent else ""
+    rest = [o for o in overrides if o.split("=", 1)[0].lstrip("~+") != key]
+    try:
+        cfg = compose(config_name, overrides=rest)
+    except Exception:  # the rest does not compose either: Hydra's own words
+        return None
+    node = OmegaConf.select(cfg, parent) if parent else cfg
+    if not isinstance(node, DictConfig):
+        return None
+    valid = sorted(str(k) for k in node.keys() if k != "hydra" and not str(k).startswith("_"))
+    if not valid:       # a free mapping (e.g. diagnose's hp): keys are added with +
+        return f"Could not override '{key}': {parent} has no keys; add one with +{key}=VALUE"
+    hint = did_you_mean(key.rpartition(".")[2], valid, prefix)
+    return f"Could not override '{key}': no such key; {hint}valid keys: {', '.join(valid)}"
 
 
 def with_default_env(overrides: list[str]) -> list[str]:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import shutil
 import sys
+import textwrap
 from pathlib import Path
 
 from rich.console import Console
@@ -16,12 +18,26 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
+from harness.analysis.plots import run_traces
 from harness.config import ConfigError, Experiment
+from harness.logs.views import StoredRun, render
+from harness.logs.writers import write
 from harness.metrics import PROGRESS
 from harness.pipeline.compose import make_experiment
-from harness.pipeline.report import print_signatures, side_by_side
+from harness.pipeline.report import print_signatures, side_by_side, traced_metrics
 from harness.pipeline.sample import SampledBases, Spec, specialise
-from harness.pipeline.train import RunResult, get_or_train, healthy_twin, n_updates_planned
+from harness.pipeline.train import (
+    RunResult,
+    get_or_train,
+    healthy_twin,
+    n_updates_planned,
+    numerics_difference,
+)
+from harness.store import RunStore, run_id
+
+INTERRUPTED = 130      # the exit code of a command stopped by Ctrl-C (128 + SIGINT)
+TRACES = "traces.png"
+TENSORBOARD = "tensorboard"
 
 
 def describe(exp: Experiment) -> str:
@@ -70,7 +86,9 @@ def _train_with_progress(exp: Experiment, label: str, console: Console, show_bar
 
 
 def run_experiment(exp: Experiment, multirun: bool = False) -> int:
-    """Train (or reuse) the run and its twin, print the comparison; returns an exit code."""
+    """Train (or reuse) the run and its twin, print the comparison; returns an exit code. Ctrl-C
+    stops with one line (exit code 130; in a sweep, the whole sweep): the run being trained is not
+    stored, and nothing already stored is touched."""
     width = max(110, Console().width)
     console = Console(width=width, highlight=False)
     err = Console(stderr=True, width=width, highlight=False)
@@ -78,25 +96,90 @@ def run_experiment(exp: Experiment, multirun: bool = False) -> int:
     if not multirun:
         console.print(f"[bold]rl-fault-harness[/]: {describe(exp)}", soft_wrap=True)
     runs: list[tuple[str, RunResult]] = []
-    faulty = _train_with_progress(exp, exp.fault.name, err if show_bar else console, show_bar)
-    runs.append((exp.fault.name, faulty))
-    if exp.twin and exp.fault.name != "none":
-        twin = _train_with_progress(healthy_twin(exp), "none (healthy twin)", err if show_bar else console,
-                                    show_bar)
-        runs.append(("none (twin)", twin))
-
-    onset = exp.fault.onset if exp.fault.name != "none" else 0
-    if not multirun:
-        console.print(side_by_side(runs, onset, exp.algo.name))
-        print_signatures(console, runs, onset)
-        console.print(f"stored in {exp.results_dir}/runs/:")
-        for _, res in runs:
-            console.print(f"  {res.run_id}", soft_wrap=True)
+    try:
+        for label, shown, job in _jobs(exp):
+            runs.append((label, _train_with_progress(job, shown, err if show_bar else console, show_bar)))
+        note = numerics_note([res for _, res in runs if res.reused], exp)
+        if note:
+            print(note, file=sys.stderr)
+        if not multirun:
+            _compare(exp, runs, console)
+    except KeyboardInterrupt:
+        pending = _jobs(exp)[len(runs):]
+        what = (f"run {run_id(pending[0][2].key())} ({pending[0][0]}) was not stored" if pending
+                else "the runs are stored, the comparison was not finished")
+        print(f"interrupted: {what}; nothing stored before was changed (run the command again to "
+              f"{'train it' if pending else 'compare them'})", file=sys.stderr)
+        sys.stdout.flush()
+        if multirun:                   # stop the sweep, not just this job
+            raise SystemExit(INTERRUPTED) from None
+        return INTERRUPTED
     crashed = [r for _, r in runs if r.meta["status"] == "crashed"]
     for res in crashed:
         err.print(f"[bold red]run {res.run_id} crashed[/]:\n{res.meta['error']}")
     sys.stdout.flush()
     return 1 if crashed else 0
+
+
+def _jobs(exp: Experiment) -> list[tuple[str, str, Experiment]]:
+    """The runs the command trains, as (table label, progress label, experiment): the faulty run, then
+    (unless twin=false or fault=none) its healthy twin."""
+    jobs = [(exp.fault.name, exp.fault.name, exp)]
+    if exp.twin and exp.fault.name != "none":
+        jobs.append(("none (twin)", "none (healthy twin)", healthy_twin(exp)))
+    return jobs
+
+
+def _compare(exp: Experiment, runs: list[tuple[str, RunResult]], console: Console) -> None:
+    """The side-by-side table, the signatures that fired, where the runs are, and their picture."""
+    onset = exp.fault.onset if exp.fault.name != "none" else 0
+    console.print(side_by_side(runs, onset, exp.algo.name))
+    fired = print_signatures(console, runs, onset)
+    console.print(f"stored in {exp.results_dir}/runs/:")
+    for _, res in runs:
+        console.print(f"  {res.run_id}", soft_wrap=True)
+    run_dir = RunStore(exp.results_dir).run_dir(runs[0][1].run_id)
+    picture = write_traces(exp, runs, fired, run_dir / TRACES)
+    console.print(f"traces (faulty run vs twin, the metrics whose signatures fired): {picture}", soft_wrap=True)
+    if exp.tensorboard:
+        logdir = write_tensorboard(exp, runs, run_dir / TENSORBOARD)
+        console.print(f"TensorBoard: tensorboard --logdir {logdir}", soft_wrap=True)
+
+
+def write_traces(exp: Experiment, runs: list[tuple[str, RunResult]], fired: dict[str, list[str]], path: Path) -> Path:
+    """The runs' traces of the progress metric and of each metric a fired signature reads, as a PNG."""
+    onset = exp.fault.onset if exp.fault.name != "none" else 0
+    labels = {exp.fault.name: f"fault={exp.fault.name}", "none (twin)": "healthy twin (fault=none)"}
+    title = "\n".join(textwrap.wrap(describe(exp), 120))
+    run_traces([(labels.get(label, label), res.metrics) for label, res in runs],
+               traced_metrics(exp.algo.name, fired), onset, title, path)
+    return path
+
+
+def write_tensorboard(exp: Experiment, runs: list[tuple[str, RunResult]], logdir: Path) -> Path:
+    """Each run's metrics (the canonical view) as a TensorBoard run under ``logdir`` (replacing an
+    earlier one: event files do not pile up)."""
+    store = RunStore(exp.results_dir)
+    for label, res in runs:
+        sub = logdir / ("healthy_twin" if label == "none (twin)" else f"fault={label}")
+        if sub.exists():
+            shutil.rmtree(sub)
+        write(render(StoredRun.load(store, res.run_id), "canonical"), "canonical", "tensorboard", sub)
+    return logdir
+
+
+def numerics_note(reused: list[RunResult], exp: Experiment) -> str | None:
+    """One line when a reused run was trained with other numerics (torch build, CPU kernels, threads)
+    than this machine's, or None."""
+    differ = {res.run_id: numerics_difference(res.meta, exp) for res in reused}
+    differ = {rid: d for rid, d in differ.items() if d}
+    if not differ:
+        return None
+    first = next(iter(differ.values()))
+    what = ", ".join(f"{k} {old} (here {new})" for k, (old, new) in first.items())
+    runs = " and ".join(differ)
+    return (f"note: reused {runs}, trained with {what}: float rounding may differ from a run trained here; "
+            f"retrain=true discards and retrains {'it' if len(differ) == 1 else 'them'}")
 
 
 def run_batch(path: str, results_dir: str, torch_threads: int = 1) -> None:
@@ -108,6 +191,15 @@ def run_batch(path: str, results_dir: str, torch_threads: int = 1) -> None:
         f"algo={s['algo']}", f"env={s['env']}", f"backend={s['backend']}", "fault=none", f"results_dir={results_dir}",
         f"torch_threads={torch_threads}", "twin=false", "progress=false"]))
     lines = [ln for ln in Path(path).read_text().splitlines() if ln.strip()]
+    try:
+        _run_specs(lines, base, results_dir, console)
+    except KeyboardInterrupt:
+        print("interrupted: the run being trained was not stored; runs already stored are kept "
+              "(run the job again to train the rest)", file=sys.stderr)
+        raise SystemExit(INTERRUPTED) from None
+
+
+def _run_specs(lines: list[str], base: SampledBases, results_dir: str, console: Console) -> None:
     for line in lines:
         spec = Spec.from_json(line)
         try:

@@ -65,11 +65,31 @@ def side_by_side(runs: list[tuple[str, RunResult]], onset: int, algo: str) -> Ta
     return table
 
 
-def print_signatures(console: Console, runs: list[tuple[str, RunResult]], onset: int) -> None:
+def print_signatures(console: Console, runs: list[tuple[str, RunResult]], onset: int) -> dict[str, list[str]]:
+    """Print the signatures that fired on each run; returns {label: their names}."""
     console.print(f"signatures that fired (updates >= {onset}):")
+    fired: dict[str, list[str]] = {}
     for label, res in runs:
         results = signatures.evaluate(res.metrics, res.meta, onset)
-        hits = [f"{name} ({r.evidence})" for name, r in results.items() if r.fired]
+        fired[label] = [name for name, r in results.items() if r.fired]
+        hits = [f"{name} ({results[name].evidence})" for name in fired[label]]
         console.print(f"  [bold]{label}[/bold]:" + ("" if hits else " none"))
         for hit in hits:
             console.print(f"    - {hit}")
+    return fired
+
+
+def traced_metrics(algo: str, fired: dict[str, list[str]]) -> dict[str, str]:
+    """{metric: which signatures fired on it}: the progress metric first, then the metric each fired
+    signature reads (``fired``: {run label: signature names}, the faulty run first, then the twin)."""
+    labels = list(fired)
+    where: dict[str, dict[str, list[str]]] = {PROGRESS[algo]: {}}
+    for label, names in fired.items():
+        for name in names:
+            where.setdefault(signatures.SIGNATURES[name].metric, {}).setdefault(name, []).append(label)
+    out = {}
+    for metric, sigs in where.items():
+        parts = [name + ("" if runs == labels[:1] else " (on both runs)" if len(runs) > 1 else " (on the twin only)")
+                 for name, runs in sigs.items()]
+        out[metric] = ("signature fired: " + ", ".join(parts)) if parts else "progress (no signature on it fired)"
+    return out

@@ -50,6 +50,23 @@ def library_versions() -> dict[str, str]:
     return versions
 
 
+def numerics(threads: int | None = None) -> dict[str, Any]:
+    """What a run's float rounding depends on besides its config: the torch build, the CPU kernels it
+    dispatches to (``torch.backends.cpu.get_cpu_capability()``: e.g. AVX2, AVX512) and the thread count."""
+    return {"torch": torch.__version__, "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+            "machine": platform.machine(),
+            "threads": torch.get_num_threads() if threads is None else threads}
+
+
+def numerics_difference(meta: dict[str, Any], exp: Experiment) -> dict[str, tuple[Any, Any]]:
+    """{what: (the stored run's, this machine's)} for each numeric setting that differs (a run stored
+    before numerics were recorded is compared on its torch version only)."""
+    here = numerics(exp.torch_threads)
+    stored = meta.get("numerics") or {"torch": (meta.get("versions") or {}).get("torch")}
+    return {k: (stored[k], now) for k, now in here.items()
+            if stored.get(k) is not None and str(stored[k]) != str(now)}
+
+
 def healthy_twin(exp: Experiment) -> Experiment:
     """The same experiment with fault=none."""
     return dataclasses.replace(exp, fault=NoFault(), fault_cfg=dict(HEALTHY_FAULT_CFG))
@@ -102,21 +119,23 @@ def n_updates_planned(exp: Experiment) -> int:
 
 def get_or_train(exp: Experiment, on_update: Callable[[dict], None] | None = None,
                  on_start: Callable[[str, bool], None] | None = None) -> RunResult:
-    """Return the stored run for ``exp``, training and storing it first if needed.
+    """Return the stored run for ``exp``, training and storing it first if needed (``exp.retrain``:
+    train it even when it is stored, and replace the stored run once the new one is done).
 
     A diverged run (non-finite loss, gradient or parameter) stops at that update and is
     stored with status ``diverged``; an exception stores status ``crashed`` with the
-    traceback. Either way the metrics up to the last update are kept.
+    traceback. Either way the metrics up to the last update are kept. An interrupt
+    (KeyboardInterrupt) stores nothing: the stored run, if any, is left as it was.
     """
     store = RunStore(exp.results_dir)
     rid = run_id(exp.key())
     with store.lock(rid):
         problem = store.problem(rid)
-        if problem is None:
+        if problem is None and not exp.retrain:
             if on_start:
                 on_start(rid, True)
             return RunResult(rid, store.load_meta(rid), store.load_metrics(rid), reused=True)
-        if problem not in ("absent",) and not problem.startswith("unfinished"):
+        if problem not in (None, "absent") and not problem.startswith("unfinished"):
             print(f"run {rid} is corrupt ({problem}): training it again", file=sys.stderr)
         store.discard_unfinished(rid)
         if on_start:
@@ -146,6 +165,7 @@ def get_or_train(exp: Experiment, on_update: Callable[[dict], None] | None = Non
         wall_s = time.perf_counter() - start
 
         meta = build_meta(exp, rid, status, error, len(rows), wall_s)
+        store.discard(rid)               # retrain=true: the stored run is replaced only now
         meta = store.save(rid, meta, rows, steps, episodes, files)
         return RunResult(rid, meta, store.load_metrics(rid), reused=False)
 
@@ -177,6 +197,7 @@ def build_meta(exp: Experiment, rid: str, status: str, error: str | None, n_upda
         "action_space": describe_action_space(exp),
         "total_timesteps": exp.env.total_timesteps,
         "torch_threads": exp.torch_threads,
+        "numerics": numerics(),
         "status": status,
         "error": error,
         "n_updates": n_updates,

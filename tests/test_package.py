@@ -1,0 +1,91 @@
+"""An installable package: console scripts, the Hydra configs and the published diagnosis model as
+package data, and the model copy kept equal to results/catalogue/model/ (.ci/run installs the built
+wheel in a clean venv and runs every command from an empty directory)."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from pathlib import Path
+
+import joblib
+import pytest
+import sklearn
+
+from harness.analysis.features import FEATURE_VERSION
+from harness.config import CONF_DIR, ConfigError
+from harness.detection.diagnosis import MODEL_FILE, PACKAGED_MODEL, find_model, model_path
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    tomllib = pytest.importorskip("tomli")
+
+ROOT = Path(__file__).resolve().parent.parent
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
+RESULTS_MODEL = ROOT / "results" / "catalogue" / "model"
+SCRIPTS = {"rlfh": "harness.commands.run:main", "rlfh-diagnose": "harness.commands.diagnose:main",
+           "rlfh-evaluate": "harness.commands.evaluate:main", "rlfh-export": "harness.commands.export:main",
+           "rlfh-catalogue": "harness.commands.catalogue:main"}
+
+
+def test_console_scripts_are_the_commands():
+    assert PYPROJECT["project"]["scripts"] == SCRIPTS
+    for target in SCRIPTS.values():
+        module, _, name = target.partition(":")
+        assert callable(getattr(importlib.import_module(module), name)), target
+
+
+def test_configs_and_model_are_package_data():
+    assert CONF_DIR == ROOT / "harness" / "conf" and (CONF_DIR / "config.yaml").exists()
+    assert not (ROOT / "conf").exists(), "conf/ moved into the package: harness/conf/"
+    patterns = PYPROJECT["tool"]["setuptools"]["package-data"]["harness"]
+    shipped = {p for pattern in patterns for p in (ROOT / "harness").glob(pattern)}
+    wanted = {p for p in CONF_DIR.rglob("*") if p.is_file()} | {PACKAGED_MODEL, PACKAGED_MODEL.with_name("model_card.json")}
+    assert wanted <= shipped, sorted(str(p) for p in wanted - shipped)
+    assert PACKAGED_MODEL == ROOT / "harness" / "data" / "model" / "diagnosis.joblib" and PACKAGED_MODEL.exists()
+
+
+@pytest.mark.parametrize("name", ["diagnosis.joblib", "model_card.json"])
+def test_packaged_model_is_the_published_one(name):
+    """The package ships results/catalogue/model/ as it is: refresh it with python -m harness.catalogue
+    publish=true (or publish=only) after rebuilding the model."""
+    published = RESULTS_MODEL / name
+    if not published.exists():
+        pytest.skip(f"no {published} in this checkout")
+    assert (PACKAGED_MODEL.parent / name).read_bytes() == published.read_bytes(), (
+        f"harness/data/model/{name} differs from results/catalogue/model/{name}: python -m harness.catalogue "
+        "publish=only")
+
+
+def test_diagnose_reads_the_results_dir_model_else_the_packaged_one(tmp_path):
+    assert find_model(tmp_path) == PACKAGED_MODEL                     # nothing built there
+    own = tmp_path / "catalogue" / MODEL_FILE
+    own.parent.mkdir(parents=True)
+    own.write_bytes(b"")
+    assert find_model(tmp_path) == own
+    assert find_model(tmp_path / "elsewhere", catalogue=tmp_path / "catalogue") == model_path(tmp_path / "catalogue")
+    assert find_model("x", catalogue=own) == own
+
+
+def _bundle(path: Path, feature_version: int = FEATURE_VERSION) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    joblib.dump({"sklearn": sklearn.__version__, "feature_version": feature_version, "models": {}}, path)
+    path.with_name("model_card.json").write_text('{"models": {}}\n')
+
+
+def test_publish_copies_a_readable_model_into_the_package(tmp_path, monkeypatch):
+    from harness.commands import catalogue
+
+    monkeypatch.setattr(catalogue, "PACKAGED_MODEL", tmp_path / "package" / "model" / "diagnosis.joblib")
+    source = tmp_path / "r" / "catalogue" / MODEL_FILE
+    _bundle(source)
+    written = catalogue.publish(tmp_path / "r")
+    assert [p.name for p in written] == ["diagnosis.joblib", "model_card.json"]
+    for p in written:
+        assert p.read_bytes() == (source.parent / p.name).read_bytes()
+    _bundle(source, feature_version=FEATURE_VERSION - 1)               # a stale model is not shipped
+    with pytest.raises(ConfigError, match="rebuild it"):
+        catalogue.publish(tmp_path / "r")
+    with pytest.raises(ConfigError, match="no diagnosis model"):
+        catalogue.publish(tmp_path / "empty")
