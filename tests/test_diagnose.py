@@ -63,7 +63,7 @@ def test_fitted_model_answers_with_probabilities_and_evidence(diverse_model):
 
 
 def test_json_contract(diverse_model, verl_log):
-    out = diagnose(f"log={verl_log}", f"catalogue={diverse_model / 'catalogue'}", "format=json")
+    out = diagnose(f"log={verl_log}", f"catalogue={diverse_model / 'catalogue'}", "output=json")
     assert out.returncode == 0, out.stderr
     d = json.loads(out.stdout)
     assert {"log", "profile", "detected", "algo", "view", "answer", "kind", "probability", "anomalous", "threshold",
@@ -180,7 +180,7 @@ FRAMEWORK_LOGS = [DATA / "sb3" / "progress.csv", DATA / "sb3" / "progress.json",
 
 @pytest.mark.parametrize("log", FRAMEWORK_LOGS, ids=lambda p: str(p.relative_to(ROOT)))
 def test_no_answer_contradicts_its_numbers_on_framework_logs(log):
-    out = diagnose(f"log={log}", "format=json")
+    out = diagnose(f"log={log}", "output=json")
     assert out.returncode == 0, out.stderr
     assert_consistent(json.loads(out.stdout))
 
@@ -198,7 +198,7 @@ def test_no_answer_contradicts_its_numbers_on_exported_runs(diverse_model, tmp_p
         labels = json.loads((out_dir / "labels.json").read_text())
         for oid, lab in list(labels.items())[:4]:
             path = out_dir / oid / lab["files"][0] if fmt != "tensorboard" else out_dir / oid
-            got = diagnose(f"log={path}", f"catalogue={diverse_model / 'catalogue'}", "format=json")
+            got = diagnose(f"log={path}", f"catalogue={diverse_model / 'catalogue'}", "output=json")
             assert got.returncode == 0, got.stderr
             assert_consistent(json.loads(got.stdout))
             checked += 1
@@ -212,7 +212,7 @@ def test_cleanrl_shared_log_probs_and_its_healthy_twin():
     answers = {}
     for case in ("shared_policy", "healthy"):
         run_dir = next((pair / case).iterdir())
-        out = diagnose(f"log={run_dir}", "format=json")
+        out = diagnose(f"log={run_dir}", "output=json")
         assert out.returncode == 0, out.stderr
         d = json.loads(out.stdout)
         assert d["profile"] == "cleanrl" and d["view"] == "cleanrl"
@@ -243,7 +243,7 @@ def test_diagnosis_works_on_10_and_on_1000_updates_of_one_run(long_run, tmp_path
     assert len(log) == 1000
     cut = tmp_path / f"first_{updates}.csv"
     log.head(updates).to_csv(cut, index=False)
-    out = diagnose(f"log={cut}", "format=json")
+    out = diagnose(f"log={cut}", "output=json")
     assert out.returncode == 0, out.stderr
     d = json.loads(out.stdout)
     assert d["n_steps"] == updates and d["answer"] != TOO_SHORT

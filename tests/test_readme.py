@@ -22,7 +22,8 @@ def test_ci_runs_the_readme_test_command():
 
 
 def test_readme_install_command_runs_the_main_job():
-    assert ("pip install torch==2.13.0 && pip install -e . && python -m harness fault=shared_policy"
+    assert ("pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu && pip install -e . "
+            "&& python -m harness fault=shared_policy"
             in README)
 
 

@@ -1,14 +1,14 @@
 """How ``python -m harness.diagnose`` does on real frameworks' logs, split the way users need it, beside
 trivial and rule baselines.
 
-    python benchmarks/realworld/evaluate.py [--root /work/realworld] [--jobs 2] [--tensorboard subset|all|none]
+    python benchmarks/realworld/evaluate.py [--root results/realworld] [--jobs 2] [--tensorboard subset|all|none]
         [--catalogue results/catalogue] [--limit N] [--out benchmarks/results/realworld] [--from-json]
 
 Reads the label files of the frameworks present under ``--root`` (``<root>/<framework>/labels.json``:
 ``sb3`` from sb3_runs.py, ``cleanrl`` from cleanrl_runs.py, ``trl`` from trl_runs.py with its two
 settings, ``trl-harness`` from trl_backend_logs.py; any other directory is skipped). For every log:
 
-- the diagnosis, as a user gets it: ``python -m harness.diagnose log=<path> format=json`` in a
+- the diagnosis, as a user gets it: ``python -m harness.diagnose log=<path> output=json`` in a
   subprocess, no profile given (the dialect is auto-detected) — SB3's ``progress.csv``, CleanRL's
   TensorBoard run directory exactly as CleanRL leaves it, TRL's last
   ``checkpoint-*/trainer_state.json`` — plus the TensorBoard run directory of a subset fixed in
@@ -144,7 +144,7 @@ REPO = Path(__file__).resolve().parents[2]
 if __package__ in (None, ""):
     sys.path.insert(0, str(REPO))
 
-DEFAULT_ROOT = Path(os.environ.get("REALWORLD_ROOT", "/work/realworld"))
+DEFAULT_ROOT = Path(os.environ.get("REALWORLD_ROOT", Path(__file__).resolve().parents[2] / "results" / "realworld"))
 DEFAULT_CATALOGUE = REPO / "results" / "catalogue"
 PUBLISHED = "benchmarks/results/realworld.json"      # the published figures, in git
 
@@ -251,7 +251,7 @@ DIAGNOSIS_FIELDS = ("answer", "kind", "class", "probability", "class_probability
 
 
 def parse_answer(stdout: str) -> dict[str, Any]:
-    """The one JSON object ``diagnose format=json`` prints (harness/commands/diagnose.py ``as_json``).
+    """The one JSON object ``diagnose output=json`` prints (harness/commands/diagnose.py ``as_json``).
     Anything printed before it (a warning) is skipped."""
     start = stdout.find("{")
     if start < 0:
@@ -270,7 +270,7 @@ def parse_answer(stdout: str) -> dict[str, Any]:
 def diagnose(path: Path, catalogue: Path | str = DEFAULT_CATALOGUE, timeout: float = 600.0) -> dict[str, Any]:
     """Run diagnose on one log as a user would: the fields of its JSON answer that the scores and the
     report use and ``wall_s``; or {"error": one line, "stderr": tail}."""
-    cmd = [sys.executable, "-m", "harness.diagnose", f"log={path}", "format=json", f"catalogue={catalogue}"]
+    cmd = [sys.executable, "-m", "harness.diagnose", f"log={path}", "output=json", f"catalogue={catalogue}"]
     start = time.perf_counter()
     try:
         proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=timeout,
