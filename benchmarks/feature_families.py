@@ -22,7 +22,6 @@ benchmarks/results/feature_families.json.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
@@ -46,24 +45,16 @@ REPORTED = ("auroc", "healthy_called_healthy", "tpr", "top1", "class_level")
 def main() -> None:
     from joblib import Parallel, delayed
 
-    from harness.analysis.examples import VIEWS, feature_columns, training_examples
+    from benchmarks.model_examples import arguments, load_examples
+    from harness.analysis.examples import VIEWS, feature_columns
     from harness.analysis.protocols import protocols, run_protocol
-    from harness.analysis.runs import RunSet
-    from harness.catalogue.protocol import extra_training_runs
 
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--results", default=str(ROOT / "results"))
+    parser = arguments(__doc__.split("\n")[0])
     parser.add_argument("--kind", default="logistic")
-    parser.add_argument("--jobs", type=int, default=2)
-    parser.add_argument("--record", action="store_true")
     args = parser.parse_args()
-    root = Path(args.results)
-    rs = RunSet.load(root)
-    diverse = rs.runs.loc[rs.runs["origin"] == "diverse", "run_id"].tolist()
-    extra = extra_training_runs(rs)
     start = time.perf_counter()
-    examples = training_examples(root, diverse, extra, root / "catalogue" / "model" / "examples.parquet",
-                                 n_jobs=args.jobs, progress=print)
+    examples = load_examples(args.results, args.jobs)
+    diverse = examples.loc[examples["testable"], "run_id"].unique()
     columns = feature_columns(examples)
     held_out = {algo: protocols(examples, algo, left_out=False)[0] for algo in VIEWS}
 

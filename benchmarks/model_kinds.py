@@ -14,7 +14,6 @@ real-framework test logs. ``--record`` writes benchmarks/results/model_kinds.jso
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
@@ -28,27 +27,17 @@ sys.path.insert(0, str(ROOT))
 def main() -> None:
     from joblib import Parallel, delayed
 
-    from harness.analysis.examples import VIEWS, training_examples
+    from benchmarks.model_examples import arguments, load_examples
+    from harness.analysis.examples import VIEWS
     from harness.analysis.model import check_kind
     from harness.analysis.protocols import protocols, run_protocol
-    from harness.analysis.runs import RunSet
-    from harness.catalogue.protocol import extra_training_runs
 
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--results", default=str(ROOT / "results"))
+    parser = arguments(__doc__.split("\n")[0])
     parser.add_argument("--kinds", default="logistic:0.03,logistic:0.1,logistic:0.5,boosting,extratrees")
-    parser.add_argument("--jobs", type=int, default=2)
-    parser.add_argument("--record", action="store_true")
     args = parser.parse_args()
-    root = Path(args.results)
-    rs = RunSet.load(root)
-    diverse = rs.runs.loc[rs.runs["origin"] == "diverse", "run_id"].tolist()
-    extra = extra_training_runs(rs)
-    start = time.perf_counter()
-    examples = training_examples(root, diverse, extra, root / "catalogue" / "model" / "examples.parquet",
-                                 n_jobs=args.jobs, progress=print)
-    print(f"examples: {len(examples)} from {len(diverse)} diverse + {len(extra)} catalogue runs "
-          f"in {time.perf_counter() - start:.0f} s")
+    examples = load_examples(args.results, args.jobs)
+    diverse = examples.loc[examples["testable"], "run_id"].unique()
+    extra = examples.loc[~examples["testable"], "run_id"].unique()
     kinds = [check_kind(k) for k in args.kinds.split(",") if k]
 
     def one(kind: str, algo: str, view: str, protocol):

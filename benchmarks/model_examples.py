@@ -1,0 +1,41 @@
+"""The diagnosis model's training examples for the model benchmarks, built exactly as
+``python -m harness.catalogue`` builds them (the diverse dataset plus the catalogue's calibration
+seeds, cached beside the published model), and the command-line options those benchmarks share."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+import pandas as pd
+
+from harness.analysis.examples import training_examples
+from harness.analysis.runs import RunSet
+from harness.catalogue.protocol import extra_training_runs
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def arguments(description: str) -> argparse.ArgumentParser:
+    """A parser with the options every model benchmark takes (--results, --jobs, --record)."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--results", default=str(ROOT / "results"))
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--record", action="store_true")
+    return parser
+
+
+def load_examples(results: str | Path, jobs: int) -> pd.DataFrame:
+    """The examples of every diverse run and calibration seed under ``results`` (rendered in ``jobs``
+    processes where the cache lacks them), with a line saying how many and how long."""
+    root = Path(results)
+    rs = RunSet.load(root)
+    diverse = rs.runs.loc[rs.runs["origin"] == "diverse", "run_id"].tolist()
+    extra = extra_training_runs(rs)
+    start = time.perf_counter()
+    examples = training_examples(root, diverse, extra, root / "catalogue" / "model" / "examples.parquet",
+                                 n_jobs=jobs, progress=print)
+    print(f"examples: {len(examples)} from {len(diverse)} diverse + {len(extra)} catalogue runs "
+          f"in {time.perf_counter() - start:.0f} s")
+    return examples
