@@ -8,9 +8,11 @@ import signal
 import subprocess
 import sys
 import time
+from types import SimpleNamespace
 
 import pytest
 
+from harness.pipeline.sweep import SLICES, dealing_order
 from harness.store import RunStore
 
 SMALL = ["hydra.sweeper.seeds=2", "hydra.sweeper.faults=[none,shared_policy,zero_reward,tiny_clip]",
@@ -130,3 +132,21 @@ def test_slurm_launcher_config_composes():
     out = harness("hydra/launcher=harness_slurm", "--cfg", "hydra", "-p", "hydra.launcher")
     assert out.returncode == 0, out.stderr
     assert "SlurmLauncher" in out.stdout and "cpus_per_task: 1" in out.stdout
+
+
+def test_the_dataset_plan_is_trained_in_stratified_slices():
+    """A dataset sweep stopped early has stored a share of every (algorithm, fault) group, healthy
+    included, not the costliest setups first; within a slice the longest runs go first."""
+    def spec(algo: str, fault: str, steps: int):
+        return SimpleNamespace(setup={"algo_name": algo, "backend": "native"}, fault=fault,
+                               env={"total_timesteps": steps})
+
+    specs = ([spec("grpo", "zero_reward", 10_000 + i) for i in range(40)]        # costliest
+             + [spec("ppo", "none", 100 + i) for i in range(120)] + [spec("ppo", "tiny_clip", 200 + i) for i in range(40)])
+    order = dealing_order(specs)
+    assert sorted(map(id, order)) == sorted(map(id, specs))
+    first = order[: len(specs) // SLICES]
+    assert [(s.setup["algo_name"], s.fault) for s in first].count(("ppo", "none")) == 120 // SLICES
+    assert {s.fault for s in first} == {"zero_reward", "none", "tiny_clip"}
+    costs = [s.env["total_timesteps"] * (4 if s.setup["algo_name"] == "grpo" else 1) for s in first]
+    assert costs == sorted(costs, reverse=True)

@@ -134,8 +134,8 @@ def report(d: Diagnosis, top: int) -> list[str]:
     oos = card.get("out_of_sample") or {}
     r = d.result
     lines = ["", *verdict(d),
-             f"model: {d.model.algo} in the {d.view} view, fitted on {card.get('n_runs', '?')} runs (the diverse "
-             f"dataset and the catalogue's calibration seeds)" + (
+             f"model: {d.model.algo} in the {d.view} view, fitted on {card.get('n_runs', '?')} of the "
+             f"harness's training runs" + (
                  f"; out of sample (held-out runs): healthy called healthy {oos['healthy_called_healthy']:.0%}, "
                  f"faulty called anomalous {oos['tpr']:.0%}, top-1 {oos['top1']:.0%}, class-level "
                  f"{oos['class_level']:.0%}" if oos else "")]

@@ -226,10 +226,26 @@ def plan_dataset(space: dict[str, Any], size: int, seed: int, chunk: int, argume
     return [(spec, run_id(specialise(base(spec), spec).key())) for spec in specs]
 
 
+#: the dataset sweep trains its plan in this many slices, each a stratified share of it
+SLICES = 20
+
+
+def dealing_order(specs: Sequence[Any]) -> list[Any]:
+    """``specs`` in the order they are trained: in :data:`SLICES` slices, each holding the same share
+    of every (algorithm, fault) group's runs (healthy included), so a sweep stopped early (or still
+    running) has stored a sample of the whole plan, not its costliest setups; the longest runs first
+    within a slice, so the workers finish together."""
+    groups: dict[tuple[str, str], list[int]] = {}
+    for i, spec in enumerate(specs):
+        groups.setdefault((spec.setup["algo_name"], spec.fault), []).append(i)
+    slice_of = {i: SLICES * rank // len(members) for members in groups.values() for rank, i in enumerate(members)}
+    return [specs[i] for i in sorted(range(len(specs)), key=lambda i: (slice_of[i], -_spec_cost(specs[i]), i))]
+
+
 def write_chunks(specs: Sequence[Any], chunk: int, directory: Any, arguments: Sequence[str]) -> list[list[str]]:
-    """Deal ``specs`` (longest first) into jobs of ``chunk`` runs; each job's runs go to a file the
-    job reads (``batch=<file>``). Returns the jobs' override lists."""
-    ordered = sorted(specs, key=lambda s: -_spec_cost(s))
+    """Deal ``specs`` (:func:`dealing_order`) into jobs of ``chunk`` runs; each job's runs go to a file
+    the job reads (``batch=<file>``). Returns the jobs' override lists."""
+    ordered = dealing_order(specs)
     root = Path(directory) / digest(ordered)
     root.mkdir(parents=True, exist_ok=True)
     jobs = []
