@@ -260,8 +260,9 @@ def model_markdown(scores: pd.DataFrame) -> list[str]:
         return []
     out = ["## Diagnosis model (out of sample)", "",
            "`python -m harness.diagnose` and `detector=learned` use one model per algorithm and framework view, "
-           "fitted on the diverse dataset (python -m harness -m +sweep=dataset) and the catalogue sweep's calibration "
-           "(even) seeds (never scored here). Every score below is on diverse runs the model was not fitted on: "
+           "fitted on the diverse dataset (python -m harness -m +sweep=dataset) and, with model_catalogue_runs=true, "
+           "the catalogue sweep's calibration (even) seeds in the store (never scored here; model/model_card.json "
+           "counts both). Every score below is on diverse runs the model was not fitted on: "
            "held-out runs (their seeds and sampled configurations), a whole env held out (with the catalogue runs "
            "of that env), hyperparameter regions held out, and, for the *unknown* answer, each fault left out of "
            "training. Healthy runs whose configuration does not learn are neither trained on nor scored. Detection: "
