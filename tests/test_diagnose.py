@@ -72,6 +72,11 @@ def test_json_contract(diverse_model, verl_log):
     assert d["answer"] in {HEALTHY, UNKNOWN, TOO_SHORT, *d["probabilities"]}
     assert_consistent(d)
     assert sum(d["probabilities"].values()) == pytest.approx(1.0)
+    # a healthy answer never hides a more probable fault: one this view cannot show is named beside it
+    hidden = {f: d["probabilities"][f] for f in d["cannot_show"] if f in d["probabilities"]}
+    top = max(hidden, key=hidden.get, default=None)
+    beats = top is not None and hidden[top] > d["probabilities"].get(HEALTHY, 0.0)
+    assert d["more_probable_than_healthy"] == (top if d["answer"] == HEALTHY and beats else None), d
     ranking = d["ranking"]
     assert [r["probability"] for r in ranking] == sorted((r["probability"] for r in ranking), reverse=True)
     assert "reward_flat" in d["fired"]         # the constant score shows as a signature in the evidence

@@ -174,8 +174,8 @@ TARGETS: tuple[tuple[str, str, float], ...] = (
 )
 TARGET_GROUPS = ("sb3", "cleanrl", "trl")
 NOT_TUNED = ("None of these logs was used for fitting or tuning the diagnosis: the model is fitted on the "
-             "harness's own runs (the diverse dataset and the catalogue's calibration seeds, TRL-backend runs "
-             "left out), the generators import nothing of the harness, and no threshold, feature or model choice "
+             "harness's own runs (the diverse dataset, and the catalogue's calibration seeds when it was built "
+             "with them: its model_card.json says; TRL-backend runs never), the generators import nothing of the harness, and no threshold, feature or model choice "
              "was made by looking at these logs.")
 
 

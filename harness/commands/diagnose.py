@@ -103,6 +103,15 @@ def describe(log: LoadedLog, cfg: DictConfig) -> list[str]:
     return lines
 
 
+def hidden_fault(r: Any) -> str | None:
+    """On a healthy answer, the fault this view cannot show that is more probable than healthy (the
+    most probable one), else None: the answer then says healthy-or-that-fault, never healthy alone."""
+    if r.answer != HEALTHY or not r.invisible:
+        return None
+    best = max(r.invisible, key=lambda f: r.probabilities.get(f, 0.0))
+    return best if r.probabilities.get(best, 0.0) > r.probabilities.get(HEALTHY, 0.0) else None
+
+
 def verdict(d: Diagnosis) -> list[str]:
     """The answer and the rule it follows from, in the numbers printed under it."""
     r = d.result
@@ -112,6 +121,11 @@ def verdict(d: Diagnosis) -> list[str]:
             f"{'<' if r.anomalous < r.threshold else '>='} threshold {r.threshold:.2f}")
     if r.answer == HEALTHY:
         lines = [f"answer: healthy ({rule})"]
+        hidden = hidden_fault(r)
+        if hidden:
+            lines.append(f"  but: {hidden} is more probable than healthy ({r.probabilities[hidden]:.2f} vs "
+                         f"{r.probabilities.get(HEALTHY, 0.0):.2f}); it is a fault this view usually cannot tell "
+                         f"from healthy, so it does not count towards P(anomalous): check for it")
     elif r.answer == UNKNOWN:
         lines = [f"answer: anomalous, cause unknown ({rule}; no fault or class reaches "
                  f"{r.unknown_threshold:.2f})"]
@@ -160,7 +174,7 @@ def as_json(cfg: DictConfig, log: LoadedLog, d: Diagnosis) -> dict[str, Any]:
     return {"log": str(cfg.log), "model_file": str(model_file(cfg)), "profile": log.profile, "detected": log.detected, "algo": log.algo,
             "view": d.view, "n_steps": r.n_rows, "answer": r.answer, "kind": r.kind, "probability": r.probability,
             "class": list(r.members), "class_probability": r.class_probability, "settings_to_check": list(r.settings),
-            "anomalous": r.anomalous, "threshold": r.threshold, "unknown_threshold": r.unknown_threshold,
+            "anomalous": r.anomalous, "threshold": r.threshold, "more_probable_than_healthy": hidden_fault(r), "unknown_threshold": r.unknown_threshold,
             "min_steps": r.min_rows, "cannot_show": list(r.invisible), "evidence": r.evidence,
             "probabilities": r.probabilities, "model_probabilities": r.model_probabilities, "ranking": ranking,
             "expected_signature": d.expected, "fired": {n: res.evidence for n, res in d.fired.items()}}
