@@ -139,7 +139,7 @@ def datasheet(runs: pd.DataFrame, data: pd.DataFrame, rs: RunSet, command: str) 
               "(one epoch and one minibatch: ratio == 1 is correct there).",
               "- `status`: ok | diverged (a loss, gradient or parameter went non-finite) | crashed.", "",
               "## Columns", "",
-              "Metric columns follow DESIGN.md:", "",
+              "Metric columns follow docs/design.md (canonical metrics):", "",
               *[f"- `{name}`: {doc}" for name, doc in CANONICAL.items()], "",
               "## Splits (splits.parquet)",
               "- `by_seed`: seed % 5 in {0, 1, 2} train, 3 val, 4 test (every fault in every split).",
