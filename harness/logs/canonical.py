@@ -191,6 +191,8 @@ def _coerce(value: Any) -> Any:
         low = value.strip().lower()
         if low in ("true", "false"):
             return low == "true"
+        if low in ("none", "null", ""):        # an unset hyperparameter as a text table writes it (CleanRL's target_kl)
+            return None
         x = number(value)
         if x is not None:
             return int(x) if x.is_integer() and "." not in value and "e" not in low else x
