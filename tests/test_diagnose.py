@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 
 from harness.analysis.examples import VIEWS
+from harness.analysis.learning import NOT_LEARNING
 from harness.analysis.model import HEALTHY, TOO_SHORT, UNKNOWN, load_models
 from harness.analysis.protocols import protocols, run_protocol
 from harness.config import ConfigError
@@ -72,17 +73,15 @@ def test_json_contract(diverse_model, verl_log):
     assert d["answer"] in {HEALTHY, UNKNOWN, TOO_SHORT, *d["probabilities"]}
     assert_consistent(d)
     assert sum(d["probabilities"].values()) == pytest.approx(1.0)
-    # a healthy answer never hides a more probable fault: one this view cannot show is named beside it
-    hidden = {f: d["probabilities"][f] for f in d["cannot_show"] if f in d["probabilities"]}
-    top = max(hidden, key=hidden.get, default=None)
-    beats = top is not None and hidden[top] > d["probabilities"].get(HEALTHY, 0.0)
-    assert d["more_probable_than_healthy"] == (top if d["answer"] == HEALTHY and beats else None), d
+    # a healthy answer is "healthy, or a fault this log cannot show", with that probability
+    if d["answer"] == HEALTHY:
+        looks = d["probabilities"][HEALTHY] + sum(d["probabilities"].get(f, 0.0) for f in d["cannot_show"])
+        assert d["probability"] == pytest.approx(looks) == pytest.approx(1 - d["anomalous"])
     ranking = d["ranking"]
     assert [r["probability"] for r in ranking] == sorted((r["probability"] for r in ranking), reverse=True)
     assert "reward_flat" in d["fired"]         # the constant score shows as a signature in the evidence
 
 
-@pytest.mark.xfail(strict=False, reason="known failure (session of 2026-11-24, not yet investigated): the held-out protocol's n_runs (8) differs from the tested runs counted here (12) since healthy runs that do not learn are left out of scoring")
 def test_model_card_and_scores_come_from_held_out_runs(diverse_model):
     card = json.loads((diverse_model / "catalogue" / "model" / "model_card.json").read_text())
     held = [p for p in card["protocols"] if p["kind"] == "held-out runs"]
@@ -101,7 +100,7 @@ def test_model_card_and_scores_come_from_held_out_runs(diverse_model):
     assert set(examples["run_id"]) & calibration                   # the extra runs have examples
     for p in protocols(examples, "ppo", left_out=False):
         tested = examples[examples["run_id"].isin(p.test) & examples["testable"] & (examples["view"] == "canonical")
-                          & (examples["prefix"] == 1.0)]
+                          & (examples["prefix"] == 1.0) & (examples["label"] != NOT_LEARNING)]   # not scored: see learning.py
         result = run_protocol(examples, "ppo", "canonical", p)
         assert result is None or result[0]["n_runs"] == tested["run_id"].nunique(), p.name
         if p.kind == "held-out runs":
@@ -192,7 +191,6 @@ def test_no_answer_contradicts_its_numbers_on_framework_logs(log):
     assert_consistent(json.loads(out.stdout))
 
 
-@pytest.mark.xfail(strict=False, reason="known failure (session of 2026-11-24, not yet investigated): failed in the local CI run on the small diverse_model fixture; the same rule holds on every kept framework log (test above)")
 def test_no_answer_contradicts_its_numbers_on_exported_runs(diverse_model, tmp_path):
     """Every framework's export of stored runs (their views), diagnosed as a user would."""
     checked = 0
@@ -205,7 +203,7 @@ def test_no_answer_contradicts_its_numbers_on_exported_runs(diverse_model, tmp_p
         assert export.returncode == 0, export.stderr
         labels = json.loads((out_dir / "labels.json").read_text())
         for oid, lab in list(labels.items())[:4]:
-            path = out_dir / oid / lab["files"][0] if fmt != "tensorboard" else out_dir / oid
+            path = out_dir / lab["files"][0] if fmt != "tensorboard" else out_dir / oid   # files: relative to out
             got = diagnose(f"log={path}", f"catalogue={diverse_model / 'catalogue'}", "output=json")
             assert got.returncode == 0, got.stderr
             assert_consistent(json.loads(got.stdout))

@@ -113,8 +113,9 @@ class _Fixed:
         return np.tile(self.probs, (len(X), 1))
 
 
-def _answer(probs, n_rows=20, fired=None):
+def _answer(probs, n_rows=20, fired=None, rates=None):
     model = DiagnosisModel("ppo", "canonical", [], list(_Fixed.classes_), _Fixed(probs), anomaly_threshold=0.6,
+                           healthy_weight=1.5, rates=rates or {},
                            identifiability=identify(["a"] * 10 + ["b"] * 10 + ["d"] * 10,
                                                     ["b"] * 5 + ["a"] * 5 + ["a"] * 10 + [HEALTHY] * 10, ["a", "b", "c", "d"]))
     rows = pd.DataFrame([{}])
@@ -123,7 +124,7 @@ def _answer(probs, n_rows=20, fired=None):
 
 
 @pytest.mark.parametrize("probs, answer, kind", [
-    ([0.7, 0.1, 0.1, 0.05, 0.05], HEALTHY, HEALTHY),            # P(anomalous) 0.25 < 0.6
+    ([0.7, 0.1, 0.1, 0.05, 0.05], HEALTHY, HEALTHY),            # P(anomalous) 0.25 (0.18 after the prior) < 0.5
     ([0.3, 0.05, 0.05, 0.0, 0.6], HEALTHY, HEALTHY),            # d cannot be shown: it counts with healthy
     ([0.1, 0.3, 0.3, 0.2, 0.1], "a", "class"),                 # a and b cannot be told apart: their class wins
     ([0.1, 0.05, 0.05, 0.7, 0.1], "c", "fault"),
@@ -137,13 +138,25 @@ def test_the_answer_follows_from_its_numbers(probs, answer, kind):
 
 def test_too_short_and_unknown():
     assert _answer([0.1, 0.1, 0.1, 0.6, 0.1], n_rows=2).answer == TOO_SHORT
-    spread = _answer([0.05, 0.16, 0.0, 0.3, 0.49])      # d is silent: anomalous 0.46 < 0.6 -> healthy
-    assert spread.answer == HEALTHY
+    spread = _answer([0.05, 0.16, 0.0, 0.3, 0.49])      # d is silent: anomalous 0.46, 0.36 after the prior
+    assert spread.answer == HEALTHY and spread.anomalous == pytest.approx(0.46 / (0.46 + 1.5 * 0.54))
+    assert spread.probability == pytest.approx(1 - spread.anomalous)     # healthy, or d
     model = DiagnosisModel("ppo", "canonical", [], list(_Fixed.classes_), _Fixed([0.0, 0.3, 0.1, 0.3, 0.3]),
                            anomaly_threshold=0.5, unknown_threshold=0.35)
     r = model.diagnose(pd.DataFrame([{}]), pd.DataFrame([{}]), [20])[0]
     assert r.answer == UNKNOWN                             # every class below 0.35
     assert_consistent(r)
+
+
+def test_evidence_shows_a_fault_the_view_cannot_show():
+    """d's logs look healthy to the view, but in a log where the ratio is pinned at exactly 1 (which
+    fires on 9 of d's 10 training logs and on none of 20 healthy ones) d is no longer silent."""
+    rates = {"ratio_exactly_one": {HEALTHY: (0, 20), "a": (0, 10), "b": (0, 10), "d": (9, 10)}}
+    quiet = _answer([0.3, 0.05, 0.05, 0.0, 0.6], rates=rates, fired={"ratio_exactly_one": False})
+    assert quiet.answer == HEALTHY and quiet.invisible == ("d",)
+    shown = _answer([0.3, 0.05, 0.05, 0.0, 0.6], rates=rates, fired={"ratio_exactly_one": True})
+    assert shown.invisible == () and shown.answer == "d" and shown.anomalous >= 0.5
+    assert_consistent(shown)
 
 
 def assert_consistent(r) -> None:

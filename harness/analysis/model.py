@@ -9,12 +9,18 @@ apart), or "anomalous, cause unknown", with probabilities, from a training log i
 - **What the view can show.** From the model's own out-of-fold answers
   (:mod:`harness.analysis.identifiability`): the faults this view cannot show, and classes of faults
   it cannot tell apart.
+- **Prior.** The training logs are mostly faulty (one in eight is healthy); a user's log is not.
+  The odds of the healthy-looking classes (healthy and the faults this log cannot show) are raised by
+  ``healthy_weight``, fitted out of fold so that 90% of healthy training logs come out healthy (the
+  weight is kept within [1, 9]). The printed probabilities are these; the answer follows from them.
 - **Answer** (:meth:`DiagnosisModel.decide`), which follows from the printed numbers: ``too_short``
   when the log has fewer than ``MIN_ROWS`` steps; ``healthy`` when P(anomalous) -- the probability of
-  a fault this view can show -- is below the model's threshold (its out-of-fold healthy logs pass it
-  90% of the time, kept within [0.5, 0.9]); otherwise the most probable class if its probability
-  reaches ``unknown_threshold`` (a single fault, or a class answered with its members and the
-  settings to check), else ``unknown``.
+  a fault this log can show -- is below 1/2 (the answer then reads "healthy, or a fault this log
+  cannot show", with that probability); otherwise the most probable class if its probability reaches
+  ``unknown_threshold`` (a single fault, or a class answered with its members and the settings to
+  check), else ``unknown``. A fault the view cannot show counts as shown in a log where an evidence
+  item fired that raises its odds against healthy ``SHOWN`` times or more (e.g. the ratio exactly 1
+  with several optimizer steps configured).
 """
 
 from __future__ import annotations
@@ -53,7 +59,9 @@ UNKNOWN = "unknown"
 TOO_SHORT = "too_short"
 UNKNOWN_THRESHOLD = 0.35   # a fault (class) is named when its probability reaches this (else "unknown")
 HEALTHY_ALARMS = 0.1       # share of healthy training logs the anomaly threshold lets through as anomalous
-THRESHOLD_RANGE = (0.5, 0.9)   # the anomaly threshold: never below 0.5, never above 0.9
+THRESHOLD_RANGE = (0.5, 0.9)   # the out-of-fold anomaly quantile is kept within this (healthy weight 1 to 9)
+ANSWER_THRESHOLD = 0.5     # after the prior shift, a log is anomalous when P(anomalous) reaches this
+SHOWN = 4.0                # a fired evidence item that raises a fault's odds against healthy this much shows it
 MIN_CLASS_EXAMPLES = 6     # a label with fewer training examples in a view is not a class there
 
 #: the model families compared out of sample (the catalogue's ``model_kind`` picks one;
@@ -104,20 +112,21 @@ def make_estimator(kind: str = "boosting", seed: int = 0) -> Any:
 @dataclass
 class Answer:
     """One log's diagnosis. Every field is printed by ``diagnose``; ``answer`` follows from them:
-    ``too_short`` if the log has fewer than ``min_rows`` steps; else ``healthy`` if ``anomalous <
-    threshold``; else the most probable fault of ``members`` if ``class_probability >=
-    unknown_threshold``; else ``unknown``."""
+    ``too_short`` if the log has fewer than ``min_rows`` steps; else ``healthy`` (healthy, or one of
+    ``invisible``) if ``anomalous < threshold``; else the most probable fault of ``members`` if
+    ``class_probability >= unknown_threshold``; else ``unknown``."""
 
     answer: str                                  # healthy | a fault | unknown | too_short
     kind: str                                    # healthy | fault | class | unknown | too_short
-    probabilities: dict[str, float]              # after the evidence, most probable first
-    model_probabilities: dict[str, float]        # the classifier's, before the evidence
-    anomalous: float                             # P(a fault this view can show)
+    probabilities: dict[str, float]              # after the evidence and the prior, most probable first
+    model_probabilities: dict[str, float]        # the classifier's, before either
+    anomalous: float                             # P(a fault this log can show)
     threshold: float
+    healthy_weight: float                        # the prior shift applied to the healthy-looking classes
     unknown_threshold: float
     members: tuple[str, ...] = ()                # the answer's class (one member: the fault is identified)
     class_probability: float = math.nan
-    invisible: tuple[str, ...] = ()              # faults this view cannot show
+    invisible: tuple[str, ...] = ()              # faults this log cannot show (none of its evidence shows them)
     evidence: dict[str, dict[str, Any]] = field(default_factory=dict)   # items that fired, with their rates
     settings: tuple[str, ...] = ()               # what to check, for the answer's class
     n_rows: int = 0
@@ -125,6 +134,9 @@ class Answer:
 
     @property
     def probability(self) -> float:
+        """The answer's probability; for ``healthy``, of healthy or a fault this log cannot show."""
+        if self.answer == HEALTHY:
+            return 1.0 - self.anomalous
         return self.probabilities.get(self.answer, math.nan)
 
     def top(self, k: int = 3) -> list[str]:
@@ -141,7 +153,8 @@ class DiagnosisModel:
     classes: list[str]
     estimator: Any
     unknown_threshold: float = UNKNOWN_THRESHOLD
-    anomaly_threshold: float = 0.5
+    anomaly_threshold: float = 0.5                # the out-of-fold quantile the prior shift is fitted to
+    healthy_weight: float = 1.0                   # = anomaly_threshold / (1 - anomaly_threshold)
     rates: evidence.Rates = field(default_factory=dict)
     identifiability: Identifiability = field(default_factory=Identifiability)
     settings: dict[str, tuple[str, ...]] = field(default_factory=dict)      # fault -> what to check
@@ -156,25 +169,51 @@ class DiagnosisModel:
         return pd.DataFrame(self.estimator.predict_proba(self._X(rows)), columns=list(self.estimator.classes_),
                             index=rows.index)
 
-    def anomalous(self, probs: pd.DataFrame) -> np.ndarray:
-        """P(a fault this view can show): every class but healthy and the faults it cannot show."""
-        silent = {HEALTHY, *self.identifiability.invisible}
-        return probs[[c for c in probs.columns if c not in silent]].sum(axis=1).to_numpy()
+    def silent(self, fired: Mapping[str, bool | None]) -> tuple[str, ...]:
+        """The faults this log cannot show: those the view cannot show, unless an evidence item that
+        fired in this log raises their odds against healthy ``SHOWN`` times or more (measured rates)."""
+        shown: set[str] = set()
+        for name, value in fired.items():
+            if value:
+                per = self.rates.get(name, {})
+                healthy = evidence.fire_rate(per.get(HEALTHY))
+                shown |= {f for f in self.identifiability.invisible if evidence.fire_rate(per.get(f)) >= SHOWN * healthy}
+        return tuple(f for f in self.identifiability.invisible if f not in shown)
+
+    def shifted(self, combined: pd.Series, silent: Sequence[str], weight: float) -> pd.Series:
+        """The probabilities with the healthy-looking classes' odds raised ``weight`` times."""
+        looks = {HEALTHY, *silent}
+        out = combined.astype(float) * np.array([weight if c in looks else 1.0 for c in combined.index])
+        total = float(out.sum())
+        return out / total if total > 0 else combined.astype(float)
+
+    def scores(self, combined: pd.DataFrame, observed: pd.DataFrame, weight: float = 1.0) -> np.ndarray:
+        """P(anomalous) of every row of ``combined`` (after the evidence ``observed``, aligned),
+        with the healthy-looking classes weighted ``weight``."""
+        fired = observed.to_dict("records")
+        out = np.empty(len(combined))
+        for i in range(len(combined)):
+            silent = self.silent({k.removeprefix("ev:"): v == 1.0 for k, v in fired[i].items()})
+            probs = self.shifted(combined.iloc[i], silent, weight)
+            out[i] = float(probs[[c for c in probs.index if c not in {HEALTHY, *silent}]].sum())
+        return out
 
     def decide(self, model_probs: pd.Series, combined: pd.Series, fired: Mapping[str, bool | None],
                n_rows: int) -> Answer:
         """The answer for one log from its probabilities before and after the evidence."""
         ident = self.identifiability
-        silent = {HEALTHY, *ident.invisible}
-        anomalous = float(combined[[c for c in combined.index if c not in silent]].sum())
-        probs = combined.sort_values(ascending=False)
+        invisible = self.silent(fired)
+        silent = {HEALTHY, *invisible}
+        probs = self.shifted(combined, invisible, self.healthy_weight).sort_values(ascending=False)
+        anomalous = float(probs[[c for c in probs.index if c not in silent]].sum())
         common = dict(probabilities={str(k): float(v) for k, v in probs.items()},
                       model_probabilities={str(k): float(v) for k, v in model_probs.sort_values(ascending=False).items()},
-                      anomalous=anomalous, threshold=self.anomaly_threshold, unknown_threshold=self.unknown_threshold,
-                      invisible=ident.invisible, evidence=self.evidence_report(fired, probs), n_rows=n_rows)
+                      anomalous=anomalous, threshold=ANSWER_THRESHOLD, healthy_weight=self.healthy_weight,
+                      unknown_threshold=self.unknown_threshold, invisible=invisible,
+                      evidence=self.evidence_report(fired, probs), n_rows=n_rows)
         if n_rows < MIN_ROWS:
             return Answer(TOO_SHORT, TOO_SHORT, **common)
-        if anomalous < self.anomaly_threshold:
+        if anomalous < ANSWER_THRESHOLD:
             return Answer(HEALTHY, HEALTHY, **common)
         classes: dict[tuple[str, ...], float] = {}
         for c, p in probs.items():
@@ -286,8 +325,9 @@ def fit(examples: pd.DataFrame, algo: str, view: str, seed: int = 0, kind: str =
     if oof is not None:
         answers = oof.idxmax(axis=1).to_numpy()
         model.identifiability = identify(labels, answers, faults)
-        scores = model.anomalous(oof)
+        scores = model.scores(oof, observed)
         model.anomaly_threshold = threshold_for(scores[labels == HEALTHY])
+        model.healthy_weight = model.anomaly_threshold / (1.0 - model.anomaly_threshold)
         model.info["out_of_fold"] = {"healthy_alarm_rate": float((scores[labels == HEALTHY]
                                                                   >= model.anomaly_threshold).mean()),
                                      "detected": float((scores[labels != HEALTHY] >= model.anomaly_threshold).mean())}

@@ -103,29 +103,16 @@ def describe(log: LoadedLog, cfg: DictConfig) -> list[str]:
     return lines
 
 
-def hidden_fault(r: Any) -> str | None:
-    """On a healthy answer, the fault this view cannot show that is more probable than healthy (the
-    most probable one), else None: the answer then says healthy-or-that-fault, never healthy alone."""
-    if r.answer != HEALTHY or not r.invisible:
-        return None
-    best = max(r.invisible, key=lambda f: r.probabilities.get(f, 0.0))
-    return best if r.probabilities.get(best, 0.0) > r.probabilities.get(HEALTHY, 0.0) else None
-
-
 def verdict(d: Diagnosis) -> list[str]:
     """The answer and the rule it follows from, in the numbers printed under it."""
     r = d.result
     if r.answer == TOO_SHORT:
         return [f"answer: too short to judge ({r.n_rows} training steps; the diagnosis needs >= {r.min_rows})"]
     rule = (f"P(anomalous) = {r.anomalous:.2f} (a fault this log can show) "
-            f"{'<' if r.anomalous < r.threshold else '>='} threshold {r.threshold:.2f}")
+            f"{'<' if r.anomalous < r.threshold else '>='} {r.threshold:.2f}")
     if r.answer == HEALTHY:
-        lines = [f"answer: healthy ({rule})"]
-        hidden = hidden_fault(r)
-        if hidden:
-            lines.append(f"  but: {hidden} is more probable than healthy ({r.probabilities[hidden]:.2f} vs "
-                         f"{r.probabilities.get(HEALTHY, 0.0):.2f}); it is a fault this view usually cannot tell "
-                         f"from healthy, so it does not count towards P(anomalous): check for it")
+        lines = ["answer: healthy" + (", or a fault this log cannot show" if r.invisible else "")
+                 + f" (P = {r.probability:.2f}; {rule})"]
     elif r.answer == UNKNOWN:
         lines = [f"answer: anomalous, cause unknown ({rule}; no fault or class reaches "
                  f"{r.unknown_threshold:.2f})"]
@@ -138,8 +125,8 @@ def verdict(d: Diagnosis) -> list[str]:
         if r.settings:
             lines.append("  settings to check: " + "; ".join(r.settings))
     if r.invisible:
-        lines.append(f"faults this log cannot show (their runs look healthy in the {d.view} view): "
-                     + ", ".join(r.invisible))
+        lines.append(f"faults this log cannot show (their runs look healthy in the {d.view} view and no evidence "
+                     "here shows them): " + ", ".join(r.invisible))
     return lines
 
 
@@ -156,7 +143,8 @@ def report(d: Diagnosis, top: int) -> list[str]:
     for name, ev in r.evidence.items():
         rates = ", ".join(f"{c} {k}/{n}" for c, (k, n) in ev["rates"].items())
         lines.append(f"evidence: {name}: {ev['description']} (fired on training logs of this view: {rates})")
-    lines.append("probabilities (after the evidence; the model's own in brackets):")
+    lines.append(f"probabilities (after the evidence and the prior: healthy-looking classes x{r.healthy_weight:.2f}; "
+                 "the model's own in brackets):")
     lines += [f"  {name:28s} {p:6.3f}  ({r.model_probabilities.get(name, float('nan')):.3f})"
               for name, p in list(r.probabilities.items())[:top]]
     if d.expected:
@@ -174,7 +162,7 @@ def as_json(cfg: DictConfig, log: LoadedLog, d: Diagnosis) -> dict[str, Any]:
     return {"log": str(cfg.log), "model_file": str(model_file(cfg)), "profile": log.profile, "detected": log.detected, "algo": log.algo,
             "view": d.view, "n_steps": r.n_rows, "answer": r.answer, "kind": r.kind, "probability": r.probability,
             "class": list(r.members), "class_probability": r.class_probability, "settings_to_check": list(r.settings),
-            "anomalous": r.anomalous, "threshold": r.threshold, "more_probable_than_healthy": hidden_fault(r), "unknown_threshold": r.unknown_threshold,
+            "anomalous": r.anomalous, "threshold": r.threshold, "healthy_weight": r.healthy_weight, "unknown_threshold": r.unknown_threshold,
             "min_steps": r.min_rows, "cannot_show": list(r.invisible), "evidence": r.evidence,
             "probabilities": r.probabilities, "model_probabilities": r.model_probabilities, "ranking": ranking,
             "expected_signature": d.expected, "fired": {n: res.evidence for n, res in d.fired.items()}}
