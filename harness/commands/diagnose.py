@@ -113,6 +113,10 @@ def verdict(d: Diagnosis) -> list[str]:
     if r.answer == HEALTHY:
         lines = ["answer: healthy" + (", or a fault this log cannot show" if r.invisible else "")
                  + f" (P = {r.probability:.2f}; {rule})"]
+        top = next(iter(r.probabilities), HEALTHY)
+        if top != HEALTHY:        # a fault this log cannot show outranks healthy: named, never hidden
+            lines.append(f"  most probable of them: {top} ({r.probabilities[top]:.2f}; healthy "
+                         f"{r.probabilities.get(HEALTHY, 0.0):.2f}): this log cannot tell it from healthy, check for it")
     elif r.answer == UNKNOWN:
         lines = [f"answer: anomalous, cause unknown ({rule}; no fault or class reaches "
                  f"{r.unknown_threshold:.2f})"]
