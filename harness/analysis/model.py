@@ -187,25 +187,28 @@ class DiagnosisModel:
         total = float(out.sum())
         return out / total if total > 0 else combined.astype(float)
 
-    def scores(self, combined: pd.DataFrame, observed: pd.DataFrame, weight: float = 1.0) -> np.ndarray:
+    def weigh(self, combined: pd.Series, fired: Mapping[str, bool | None],
+              weight: float) -> tuple[tuple[str, ...], pd.Series, float]:
+        """For one log after the evidence: the faults it cannot show, the probabilities with the
+        healthy-looking classes weighted ``weight`` (most probable first), and P(anomalous)."""
+        invisible = self.silent(fired)
+        probs = self.shifted(combined, invisible, weight).sort_values(ascending=False)
+        looks = {HEALTHY, *invisible}
+        return invisible, probs, float(probs[[c for c in probs.index if c not in looks]].sum())
+
+    def scores(self, combined: pd.DataFrame, observed: pd.DataFrame) -> np.ndarray:
         """P(anomalous) of every row of ``combined`` (after the evidence ``observed``, aligned),
-        with the healthy-looking classes weighted ``weight``."""
+        before the prior shift (what ``healthy_weight`` is fitted on)."""
         fired = observed.to_dict("records")
-        out = np.empty(len(combined))
-        for i in range(len(combined)):
-            silent = self.silent({k.removeprefix("ev:"): v == 1.0 for k, v in fired[i].items()})
-            probs = self.shifted(combined.iloc[i], silent, weight)
-            out[i] = float(probs[[c for c in probs.index if c not in {HEALTHY, *silent}]].sum())
-        return out
+        return np.array([self.weigh(combined.iloc[i], {k.removeprefix("ev:"): v == 1.0 for k, v in fired[i].items()},
+                                    1.0)[2] for i in range(len(combined))])
 
     def decide(self, model_probs: pd.Series, combined: pd.Series, fired: Mapping[str, bool | None],
                n_rows: int) -> Answer:
         """The answer for one log from its probabilities before and after the evidence."""
         ident = self.identifiability
-        invisible = self.silent(fired)
+        invisible, probs, anomalous = self.weigh(combined, fired, self.healthy_weight)
         silent = {HEALTHY, *invisible}
-        probs = self.shifted(combined, invisible, self.healthy_weight).sort_values(ascending=False)
-        anomalous = float(probs[[c for c in probs.index if c not in silent]].sum())
         common = dict(probabilities={str(k): float(v) for k, v in probs.items()},
                       model_probabilities={str(k): float(v) for k, v in model_probs.sort_values(ascending=False).items()},
                       anomalous=anomalous, threshold=ANSWER_THRESHOLD, healthy_weight=self.healthy_weight,
