@@ -223,3 +223,27 @@ def test_grpo_needs_a_generation_env_and_grpo_faults_need_grpo():
         make_experiment([*GRPO, "algo.sampler_precision=fp8"])
     with pytest.raises(ConfigError, match="env=highdim .* runs with algo=grpo, not algo=ppo"):
         make_experiment(["env=highdim"])
+
+
+@pytest.mark.parametrize("decay", ["linear", "cosine", "constant"])
+def test_lr_schedule_is_transformers_own(decay):
+    """Native GRPO's schedule is transformers' (what TRL's GRPOTrainer logs): the warmup starts at lr_lambda(0) = 0,
+    so the first update runs, and is logged, at learning rate 0."""
+    opt = pytest.importorskip("transformers.optimization")
+    from harness.config.schemas import GRPOConfig
+
+    cfg = GRPOConfig(lr=1e-3, warmup_updates=4, lr_decay=decay)
+    n = 20
+    make = {"linear": opt.get_linear_schedule_with_warmup, "cosine": opt.get_cosine_schedule_with_warmup,
+            "constant": opt.get_constant_schedule_with_warmup}[decay]
+    params = [torch.nn.Parameter(torch.zeros(1))]
+    optimizer = torch.optim.SGD(params, lr=1e-3)
+    kwargs = {"num_training_steps": n} if decay != "constant" else {}
+    scheduler = make(optimizer, num_warmup_steps=4, **kwargs)
+    theirs = []
+    for _ in range(n):
+        theirs.append(optimizer.param_groups[0]["lr"])     # the rate the step uses (and the Trainer logs)
+        optimizer.step()
+        scheduler.step()
+    assert [cfg.lr_at(u, n) for u in range(n)] == pytest.approx(theirs, abs=1e-12)
+    assert cfg.lr_at(0, n) == 0.0

@@ -207,12 +207,13 @@ class GRPOConfig:
 
     def lr_at(self, update: int, n_updates: int) -> float:
         """The scheduled learning rate of update ``update`` (from 0) of ``n_updates``, as transformers'
-        schedulers give it per step: linear warmup over ``warmup_updates`` (the first update at
-        lr / warmup_updates), then ``lr_decay`` over the remaining updates (constant; linear to 0;
-        cosine to 0)."""
+        schedulers give it per step (``get_linear_schedule_with_warmup`` and its cosine twin): linear
+        warmup over ``warmup_updates`` from 0 (the scheduler starts at lr_lambda(0) = 0, so the first
+        update runs, and the Trainer logs, learning rate 0), then ``lr_decay`` over the remaining
+        updates (constant; linear to 0; cosine to 0)."""
         lr = self.lr
         if update < self.warmup_updates:
-            return lr * (update + 1) / self.warmup_updates
+            return lr * max(0, update) / self.warmup_updates
         if self.lr_decay == "constant":
             return lr
         progress = (update - self.warmup_updates) / max(1, n_updates - self.warmup_updates)
