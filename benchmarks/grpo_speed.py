@@ -6,8 +6,10 @@ per update, 2 iterations x 2 minibatches, one torch thread). Native: the harness
 run store and every canonical metric. TRL (when the ``[trl]`` extra is installed): GRPOTrainer,
 unmodified, with the checkpoint exported as a LlamaForCausalLM and the same reward functions,
 arguments mapped by ``harness.agents.hf.trl_grpo_args``; generation with transformers'
-``generate`` (no vLLM on CPU). Tokens/s counts generated completion tokens per second of
-training (generation and update together).
+``generate`` (no vLLM on CPU). Tokens/s counts generated completion tokens (up to and including
+EOS) per second of training (generation and update together): natively the run's ``env_step``; in
+TRL the ``completion_ids`` its reward functions receive, once per generation batch (counting from
+logged ``completions/mean_length`` depends on how often TRL logs a generation: it undercounted 4x).
 
     python benchmarks/grpo_speed.py [--updates N] [--skip-trl]
 
@@ -66,30 +68,26 @@ def trl(updates: int, results_dir: str) -> float | None:
     rows = env.prompt_texts(cfg.n_prompts * updates * 2, np.random.default_rng(0))
     dataset = datasets.Dataset.from_list(rows)
 
+    generated = [0]
+
     def reward(name: str):
         def fn(prompts, completions, completion_ids, answer, **kwargs):
+            if name == "format":          # every generation batch is scored once: count its tokens there
+                generated[0] += sum(len(ids) for ids in completion_ids)
             return env.score_completion_ids(completion_ids, answer)[name]
         fn.__name__ = name
         return fn
-
-    generated = [0]
-
-    class CountTokens(transformers.TrainerCallback):
-        def on_log(self, args, state, control, logs=None, **kwargs):
-            if logs and "completions/mean_length" in logs:
-                generated[0] += logs["completions/mean_length"] * cfg.batch_size / cfg.n_minibatches
 
     args = trl_lib.GRPOConfig(output_dir=os.path.join(results_dir, "trl"), logging_steps=1,
                               max_steps=updates * cfg.n_minibatches * cfg.num_iterations, save_strategy="no",
                               reward_weights=[env.reward_weights[n] for n in ("format", "correct")],
                               seed=0, **trl_grpo_args(cfg))
     trainer = trl_lib.GRPOTrainer(model=model, processing_class=tokenizer, args=args, train_dataset=dataset,
-                                  reward_funcs=[reward("format"), reward("correct")], callbacks=[CountTokens()])
+                                  reward_funcs=[reward("format"), reward("correct")])
     start = time.perf_counter()
     trainer.train()
     wall = time.perf_counter() - start
-    # each generation is logged once per optimizer step that uses it: count it once
-    return generated[0] / cfg.num_iterations / wall
+    return generated[0] / wall
 
 
 def main() -> None:
