@@ -180,3 +180,31 @@ def assert_consistent(r) -> None:
 ])
 def test_learning_criterion(env_id, returns, learns):
     assert learning(pd.DataFrame({"return_mean": returns}), {"algo": "ppo", "env_id": env_id}).learns == learns
+
+
+def test_a_log_unlike_every_training_log_is_clipped_and_said():
+    """The logistic model reads each feature within the range its training logs spanned: a log far outside
+    it (another task's entropy scale) moves the logits no further than the most extreme training log did,
+    and the answer names the quantities it lies outside (and on which side)."""
+    from harness.analysis.model import TrainingRange, make_estimator
+
+    rng = np.random.default_rng(0)
+    n = 120
+    y = np.array([HEALTHY, "a", "b"])[np.arange(n) % 3]
+    X = pd.DataFrame({"entropy:median": rng.normal(1.0, 0.1, n) + (y == "a") * 0.5,
+                      "cfg:lr": rng.uniform(1e-4, 1e-3, n), "clipfrac:log_min": rng.normal(-2, 0.2, n)})
+    span = TrainingRange().fit(X.to_numpy())
+    assert span.low_ == pytest.approx(X.min().to_numpy()) and span.high_ == pytest.approx(X.max().to_numpy())
+    far = np.array([[50.0, 1e-6, np.nan]])
+    assert span.transform(far)[0, :2] == pytest.approx([X["entropy:median"].max(), X["cfg:lr"].min()])
+    assert np.isnan(span.transform(far)[0, 2])                                  # missing stays missing
+    assert span.outside(far).tolist() == [[True, True, False]]
+
+    est = make_estimator("logistic").fit(X.to_numpy(), y)
+    model = DiagnosisModel("ppo", "canonical", list(X.columns), list(est.classes_), est)
+    edge = X.iloc[[int(X["entropy:median"].idxmax())]].copy()
+    beyond = edge.assign(**{"entropy:median": 50.0})
+    assert model.probabilities(beyond).to_numpy() == pytest.approx(model.probabilities(edge).to_numpy())
+    answers = model.diagnose(pd.concat([edge, beyond.assign(**{"cfg:lr": 1e-6})]), pd.DataFrame([{}, {}]), [20, 20])
+    assert answers[0].unlike_training == {}
+    assert answers[1].unlike_training == {"entropy": "above", "cfg:lr": "below"}

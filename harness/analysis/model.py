@@ -25,6 +25,7 @@ apart), or "anomalous, cause unknown", with probabilities, from a training log i
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import math
@@ -38,6 +39,7 @@ import joblib
 import numpy as np
 import pandas as pd
 import sklearn
+from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.calibration import CalibratedClassifierCV
 from sklearn.ensemble import ExtraTreesClassifier, HistGradientBoostingClassifier
 from sklearn.impute import SimpleImputer
@@ -86,6 +88,36 @@ def _signed_log(X: np.ndarray) -> np.ndarray:
     return np.sign(X) * np.log1p(np.abs(X))
 
 
+class TrainingRange(TransformerMixin, BaseEstimator):
+    """Clips each feature to the range the training logs spanned (its ``q`` and ``1 - q`` quantiles,
+    by default its minimum and maximum, faulty logs included), so a log unlike any training log (another task's entropy scale, a schedule
+    that logs a learning rate of exactly 0) cannot push a linear model's logits beyond what training
+    ever produced; missing values stay missing. ``outside(X)`` says which features of a row were
+    clipped."""
+
+    def __init__(self, q: float = 0.0):
+        self.q = q
+
+    def fit(self, X: np.ndarray, y: Any = None) -> TrainingRange:
+        X = np.asarray(X, dtype=float)
+        with warnings.catch_warnings():      # a feature no training log has: no range, left as it is
+            warnings.simplefilter("ignore", RuntimeWarning)
+            self.low_ = np.nanquantile(X, self.q, axis=0)
+            self.high_ = np.nanquantile(X, 1 - self.q, axis=0)
+        self.low_ = np.where(np.isnan(self.low_), -np.inf, self.low_)
+        self.high_ = np.where(np.isnan(self.high_), np.inf, self.high_)
+        return self
+
+    def transform(self, X: np.ndarray) -> np.ndarray:
+        X = np.asarray(X, dtype=float)
+        return np.where(np.isnan(X), np.nan, np.clip(X, self.low_, self.high_))
+
+    def outside(self, X: np.ndarray) -> np.ndarray:
+        """Boolean [rows, features]: where a value lies outside the training range."""
+        X = np.asarray(X, dtype=float)
+        return ~np.isnan(X) & ((X < self.low_) | (X > self.high_))
+
+
 def make_estimator(kind: str = "boosting", seed: int = 0) -> Any:
     """A classifier: ``boosting`` (gradient-boosted trees) or ``extratrees`` (extremely randomised
     trees), a missing value as a sentinel far below any real one and probabilities Platt-scaled on 3
@@ -101,7 +133,7 @@ def make_estimator(kind: str = "boosting", seed: int = 0) -> Any:
     elif kind == "extratrees":
         base = make_pipeline(missing, ExtraTreesClassifier(n_estimators=200, min_samples_leaf=1, random_state=seed))
     elif family == "logistic":
-        return make_pipeline(SimpleImputer(strategy="median", add_indicator=True, keep_empty_features=True),
+        return make_pipeline(TrainingRange(), SimpleImputer(strategy="median", add_indicator=True, keep_empty_features=True),
                              FunctionTransformer(_signed_log), StandardScaler(),
                              LogisticRegression(C=float(strength or LOGISTIC_C), max_iter=3000))
     else:
@@ -131,6 +163,7 @@ class Answer:
     settings: tuple[str, ...] = ()               # what to check, for the answer's class
     n_rows: int = 0
     min_rows: int = MIN_ROWS
+    unlike_training: dict[str, str] = field(default_factory=dict)   # quantity -> "above" / "below" every training log
 
     @property
     def probability(self) -> float:
@@ -244,14 +277,35 @@ class DiagnosisModel:
                          "rates": {c: list(per.get(c, (0, 0))) for c in shown}}
         return out
 
+    def unlike_training(self, rows: pd.DataFrame) -> list[dict[str, str]]:
+        """For each row, the quantities (a metric, or a ``cfg:`` / ``rel:`` / ``sig:`` feature) with a
+        feature outside the range of every training log of this view, and on which side ("above" /
+        "below"); empty when the estimator keeps no training range (tree models)."""
+        steps = getattr(self.estimator, "steps", None)
+        span = steps[0][1] if steps else None
+        if not isinstance(span, TrainingRange):
+            return [{} for _ in range(len(rows))]
+        X = self._X(rows)
+        out = []
+        for i, row in enumerate(span.outside(X)):
+            sides: dict[str, str] = {}
+            for j in np.flatnonzero(row):
+                head, _, rest = self.columns[j].partition(":")
+                name = self.columns[j] if head in ("cfg", "rel", "sig") else head
+                sides.setdefault(name, "above" if X[i, j] > span.high_[j] else "below")
+            out.append(sides)
+        return out
+
     def diagnose(self, rows: pd.DataFrame, observed: pd.DataFrame, n_rows: Sequence[int]) -> list[Answer]:
         """Answers for feature rows, their observed evidence (``ev:`` columns) and their lengths."""
         model_probs = self.probabilities(rows)
         combined = evidence.combine_frame(model_probs, observed.set_axis(rows.index), self.rates)
         fired = observed.to_dict("records")
-        return [self.decide(model_probs.iloc[i], combined.iloc[i],
-                            {k.removeprefix("ev:"): (None if not np.isfinite(v) else bool(v)) for k, v in fired[i].items()},
-                            int(n_rows[i])) for i in range(len(rows))]
+        unlike = self.unlike_training(rows)
+        return [dataclasses.replace(self.decide(model_probs.iloc[i], combined.iloc[i],
+                                                {k.removeprefix("ev:"): (None if not np.isfinite(v) else bool(v))
+                                                 for k, v in fired[i].items()}, int(n_rows[i])),
+                                    unlike_training=unlike[i]) for i in range(len(rows))]
 
 
 def expected_calibration_error(confidence: np.ndarray, correct: np.ndarray, bins: int = 10) -> float:

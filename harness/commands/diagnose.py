@@ -128,6 +128,10 @@ def verdict(d: Diagnosis) -> list[str]:
         lines = [f"answer: {r.answer} (P = {r.probability:.2f}; {rule})"]
         if r.settings:
             lines.append("  settings to check: " + "; ".join(r.settings))
+    if r.unlike_training:
+        lines.append("unlike every training log of this view in: " + ", ".join(
+            f"{name} ({side})" for name, side in r.unlike_training.items())
+            + " -- the model reads those as the most extreme training value; weigh the answer accordingly")
     if r.invisible:
         lines.append(f"faults this log cannot show (their runs look healthy in the {d.view} view and no evidence "
                      "here shows them): " + ", ".join(r.invisible))
@@ -167,7 +171,8 @@ def as_json(cfg: DictConfig, log: LoadedLog, d: Diagnosis) -> dict[str, Any]:
             "view": d.view, "n_steps": r.n_rows, "answer": r.answer, "kind": r.kind, "probability": r.probability,
             "class": list(r.members), "class_probability": r.class_probability, "settings_to_check": list(r.settings),
             "anomalous": r.anomalous, "threshold": r.threshold, "healthy_weight": r.healthy_weight, "unknown_threshold": r.unknown_threshold,
-            "min_steps": r.min_rows, "cannot_show": list(r.invisible), "evidence": r.evidence,
+            "min_steps": r.min_rows, "cannot_show": list(r.invisible), "unlike_training": r.unlike_training,
+            "evidence": r.evidence,
             "probabilities": r.probabilities, "model_probabilities": r.model_probabilities, "ranking": ranking,
             "expected_signature": d.expected, "fired": {n: res.evidence for n, res in d.fired.items()}}
 
