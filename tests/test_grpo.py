@@ -247,3 +247,17 @@ def test_lr_schedule_is_transformers_own(decay):
         scheduler.step()
     assert [cfg.lr_at(u, n) for u in range(n)] == pytest.approx(theirs, abs=1e-12)
     assert cfg.lr_at(0, n) == 0.0
+
+
+def test_only_runs_the_warmup_change_alters_get_new_ids():
+    """The warmup-from-zero change is part of the identity of GRPO runs with a warmup, and of no other run:
+    a run stored before it is trained again, every other stored run keeps its id."""
+    from harness.store import run_id
+
+    warm = make_experiment([*GRPO, "algo.warmup_updates=3"])
+    flat = make_experiment(GRPO)
+    ppo = make_experiment(["algo=ppo", "env=cartpole"])
+    assert warm.key()["code_changes"] == {"warmup_from_zero": True}
+    assert "code_changes" not in flat.key() and "code_changes" not in ppo.key()
+    before = {k: v for k, v in warm.key().items() if k != "code_changes"}
+    assert run_id(warm.key()) != run_id(before)

@@ -28,8 +28,12 @@ class Experiment:
     tensorboard: bool = False        # the run command also writes a TensorBoard log of both runs (not identity)
 
     def key(self) -> dict[str, Any]:
-        """What identifies the run: the resolved config minus output paths and display flags."""
+        """What identifies the run: the resolved config minus output paths and display flags, and the
+        training-code changes that alter this config's runs (the algorithm config's ``code_changes``;
+        absent when none does, so other runs keep their ids)."""
+        changes = getattr(self.algo, "code_changes", dict)()
         return {
+            **({"code_changes": changes} if changes else {}),
             "training": TRAINING_VERSION,   # the training code's version (harness/__init__.py)
             "algo": _plain(self.algo),
             "env": _plain(self.env),

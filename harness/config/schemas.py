@@ -205,6 +205,13 @@ class GRPOConfig:
     def batch_size(self) -> int:
         return self.n_prompts * self.group_size
 
+    def code_changes(self) -> dict[str, Any]:
+        """Changes to the training code that alter the runs of this config and only them: part of the
+        run's identity (:meth:`harness.config.experiment.Experiment.key`), so a run stored before the
+        change is trained again while every other run keeps its id. A warmup starts at learning
+        rate 0, as transformers' schedulers do (it started at lr / warmup_updates before)."""
+        return {"warmup_from_zero": True} if self.warmup_updates else {}
+
     def lr_at(self, update: int, n_updates: int) -> float:
         """The scheduled learning rate of update ``update`` (from 0) of ``n_updates``, as transformers'
         schedulers give it per step (``get_linear_schedule_with_warmup`` and its cosine twin): linear
