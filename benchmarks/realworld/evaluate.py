@@ -175,8 +175,13 @@ TARGETS: tuple[tuple[str, str, float], ...] = (
 TARGET_GROUPS = ("sb3", "cleanrl", "trl")
 NOT_TUNED = ("None of these logs was used for fitting or tuning the diagnosis: the model is fitted on the "
              "harness's own runs (the diverse dataset, and the catalogue's calibration seeds when it was built "
-             "with them: its model_card.json says; TRL-backend runs never), the generators import nothing of the harness, and no threshold, feature or model choice "
-             "was made by looking at these logs.")
+             "with them: its model_card.json says; TRL-backend runs never), the generators import nothing of the harness, and no threshold, "
+             "feature or model choice was fitted on these logs. One look at them did inform changes, and is "
+             "disclosed: on 2026-11-24 the model's per-feature logit contributions on the healthy TRL logs it called "
+             "faulty were read (their entropy lay above every training log's, their learning rate started at exactly "
+             "0); that led to native GRPO's warmup following transformers' schedulers (the first update at learning "
+             "rate 0), token tasks with 5-40 digit vocabularies in the dataset, and every feature clipped to its "
+             "training range. Figures since then are not a clean test of those three changes on TRL's logs.")
 
 
 # ---- labels -> logs to diagnose -----------------------------------------------------------------------
