@@ -290,7 +290,7 @@ class DiagnosisModel:
         for i, row in enumerate(span.outside(X)):
             sides: dict[str, str] = {}
             for j in np.flatnonzero(row):
-                head, _, rest = self.columns[j].partition(":")
+                head = self.columns[j].partition(":")[0]
                 name = self.columns[j] if head in ("cfg", "rel", "sig") else head
                 sides.setdefault(name, "above" if X[i, j] > span.high_[j] else "below")
             out.append(sides)

@@ -31,7 +31,7 @@ class Experiment:
         """What identifies the run: the resolved config minus output paths and display flags, and the
         training-code changes that alter this config's runs (the algorithm config's ``code_changes``;
         absent when none does, so other runs keep their ids)."""
-        changes = getattr(self.algo, "code_changes", dict)()
+        changes = self.algo.code_changes()
         return {
             **({"code_changes": changes} if changes else {}),
             "training": TRAINING_VERSION,   # the training code's version (harness/__init__.py)

@@ -91,6 +91,11 @@ class PPOConfig:
     def batch_size(self) -> int:
         return self.num_envs * self.n_steps
 
+    def code_changes(self) -> dict[str, Any]:
+        """Changes to the training code that alter only some PPO runs (part of the run's identity, as
+        :meth:`GRPOConfig.code_changes`): none."""
+        return {}
+
     def lr_at(self, update: int, n_updates: int) -> float:
         """The scheduled learning rate of update ``update`` (from 0) of ``n_updates``: linear warmup
         over ``warmup_updates`` (the first update at lr / warmup_updates), then CleanRL's annealing
