@@ -38,7 +38,10 @@ def app(cfg: DictConfig) -> None:
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(2)
-    code = run_experiment(exp, multirun=_is_multirun())
+    if cfg.seeds < 1:
+        print(f"error: seeds={cfg.seeds}: train at least one seed", file=sys.stderr)
+        sys.exit(2)
+    code = run_experiment(exp, multirun=_is_multirun(), seeds=cfg.seeds)
     if code and not _is_multirun():
         sys.exit(code)
 

@@ -318,6 +318,8 @@ class Config:
     progress: bool = True
     retrain: bool = False            # discard a stored run and train it again (e.g. on another machine's numerics)
     tensorboard: bool = False        # the run command also writes a TensorBoard log of the run and its twin
+    seeds: int = 1                   # the run command trains seeds seed .. seed + seeds - 1 (each with its twin)
+    engine: str = "loop"             # loop | seed_batched (native PPO: a configuration's seeds as one computation)
     # set by the dataset sweep: a file of sampled runs that this one job trains in-process
     batch: str | None = None
 

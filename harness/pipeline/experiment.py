@@ -7,6 +7,7 @@ import math
 import shutil
 import sys
 import textwrap
+from collections import Counter
 from pathlib import Path
 
 from rich.console import Console
@@ -29,6 +30,7 @@ from harness.pipeline.sample import SampledBases, Spec, specialise
 from harness.pipeline.train import (
     RunResult,
     get_or_train,
+    get_or_train_seeds,
     healthy_twin,
     n_updates_planned,
     numerics_difference,
@@ -85,27 +87,35 @@ def _train_with_progress(exp: Experiment, label: str, console: Console, show_bar
     return res
 
 
-def run_experiment(exp: Experiment, multirun: bool = False) -> int:
-    """Train (or reuse) the run and its twin, print the comparison; returns an exit code. Ctrl-C
-    stops with one line (exit code 130; in a sweep, the whole sweep): the run being trained is not
-    stored, and nothing already stored is touched."""
+def run_experiment(exp: Experiment, multirun: bool = False, seeds: int = 1) -> int:
+    """Train (or reuse) the run and its twin, print the comparison; returns an exit code. ``seeds``
+    > 1 trains seeds ``exp.seed`` .. ``exp.seed + seeds - 1`` of both (with ``engine=seed_batched``
+    the faulty seeds as one computation and the twins as another); the table compares the first
+    seed, a summary line each group. Ctrl-C stops with one line (exit code 130; in a sweep, the
+    whole sweep): the run being trained is not stored, and nothing already stored is touched."""
     width = max(110, Console().width)
     console = Console(width=width, highlight=False)
     err = Console(stderr=True, width=width, highlight=False)
     show_bar = exp.progress and not multirun
     if not multirun:
-        console.print(f"[bold]rl-fault-harness[/]: {describe(exp)}", soft_wrap=True)
-    runs: list[tuple[str, RunResult]] = []
+        more = f" (and {seeds - 1} more seeds, engine {exp.engine})" if seeds > 1 else ""
+        console.print(f"[bold]rl-fault-harness[/]: {describe(exp)}{more}", soft_wrap=True)
+    groups: list[tuple[str, list[RunResult]]] = []
     try:
         for label, shown, job in _jobs(exp):
-            runs.append((label, _train_with_progress(job, shown, err if show_bar else console, show_bar)))
-        note = numerics_note([res for _, res in runs if res.reused], exp)
+            jobs = [dataclasses.replace(job, seed=job.seed + k) for k in range(seeds)]
+            groups.append((label, _train_group(jobs, shown, err if show_bar else console, show_bar)))
+        runs = [(label, results[0]) for label, results in groups]
+        note = numerics_note([res for _, results in groups for res in results if res.reused], exp)
         if note:
             print(note, file=sys.stderr)
         if not multirun:
             _compare(exp, runs, console)
+            if seeds > 1:
+                for label, results in groups:
+                    console.print(seed_summary(label, results, exp.algo.name), soft_wrap=True)
     except KeyboardInterrupt:
-        pending = _jobs(exp)[len(runs):]
+        pending = _jobs(exp)[len(groups):]
         what = (f"run {run_id(pending[0][2].key())} ({pending[0][0]}) was not stored" if pending
                 else "the runs are stored, the comparison was not finished")
         print(f"interrupted: {what}; nothing stored before was changed (run the command again to "
@@ -114,11 +124,36 @@ def run_experiment(exp: Experiment, multirun: bool = False) -> int:
         if multirun:                   # stop the sweep, not just this job
             raise SystemExit(INTERRUPTED) from None
         return INTERRUPTED
-    crashed = [r for _, r in runs if r.meta["status"] == "crashed"]
+    crashed = [r for _, results in groups for r in results if r.meta["status"] == "crashed"]
     for res in crashed:
         err.print(f"[bold red]run {res.run_id} crashed[/]:\n{res.meta['error']}")
     sys.stdout.flush()
     return 1 if crashed else 0
+
+
+def _train_group(exps: list[Experiment], label: str, console: Console, show_bar: bool) -> list[RunResult]:
+    """The runs of ``exps`` (seeds of one configuration): one by one, or with ``engine=seed_batched``
+    as one computation (one progress bar, advancing with the first seed still training)."""
+    if exps[0].engine != "seed_batched" or len(exps) == 1:
+        return [_train_with_progress(e, label if len(exps) == 1 else f"{label} seed {e.seed}", console, show_bar)
+                for e in exps]
+    seeds = f"seeds {exps[0].seed}..{exps[-1].seed}"
+    progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("updates"),
+                        TimeElapsedColumn(), console=console, transient=False, disable=not show_bar)
+    task = progress.add_task(f"{label} ({seeds}, one batch)", total=n_updates_planned(exps[0]))
+
+    def on_update(_: int, row: dict) -> None:
+        progress.update(task, completed=max(progress.tasks[0].completed, row["update"] + 1))
+
+    with progress:
+        results = get_or_train_seeds(exps, on_update)
+    trained = [r for r in results if not r.reused]
+    outcome = (f"{len(trained)} trained in {trained[0].meta['seed_batch']['wall_s']:.1f} s as one batch"
+               if trained else "all reused")
+    statuses = ", ".join(f"{n} {st}" for st, n in Counter(r.meta["status"] for r in results).items())
+    console.print(f"{label} ({exps[0].algo.name}/{exps[0].env.name}/{exps[0].backend.name}, {seeds}): {outcome} "
+                  f"({statuses})", soft_wrap=True)
+    return results
 
 
 def _jobs(exp: Experiment) -> list[tuple[str, str, Experiment]]:
@@ -128,6 +163,18 @@ def _jobs(exp: Experiment) -> list[tuple[str, str, Experiment]]:
     if exp.twin and exp.fault.name != "none":
         jobs.append(("none (twin)", "none (healthy twin)", healthy_twin(exp)))
     return jobs
+
+
+def seed_summary(label: str, results: list[RunResult], algo: str) -> str:
+    """One line: the progress metric's last value over the seeds (mean, min..max) and their statuses."""
+    metric = PROGRESS[algo]
+    last = [float(r.metrics[metric].dropna().iloc[-1]) for r in results
+            if metric in r.metrics and r.metrics[metric].notna().any()]
+    if not last:
+        return f"{label}: {len(results)} seeds, no {metric} logged"
+    statuses = ", ".join(f"{n} {st}" for st, n in Counter(r.meta["status"] for r in results).items())
+    return (f"{label}: last {metric} over {len(results)} seeds: mean {sum(last) / len(last):.4g} "
+            f"(min {min(last):.4g}, max {max(last):.4g}); {statuses}")
 
 
 def _compare(exp: Experiment, runs: list[tuple[str, RunResult]], console: Console) -> None:

@@ -1,0 +1,502 @@
+"""Seed-batched native PPO: S seeds of one configuration trained as one computation.
+
+Each seed (a *slot*) is the run :func:`harness.agents.ppo.train` trains: its own vector env with its
+fault's wrappers, its own fault instance (its hooks and whatever state they keep), its own random
+streams (initial weights drawn exactly as the loop draws them, action noise, minibatch permutations),
+its own Adam state and its own gradient clipping. What the slots share is the arithmetic: one
+batched forward pass chooses every slot's actions, and one forward and one backward pass over
+stacked parameters ``[S, ...]`` serve every slot's minibatch. The per-slot part of each minibatch
+runs the loop's own code on the slot's slice (:func:`harness.agents.core.micro_batch_loss` and
+:func:`harness.agents.core.minibatch_metrics`: old log-probs, surrogate, loss, ratio-metric hooks),
+the zero-grad and optimizer-step hooks get a per-slot optimizer (:class:`SlotOptimizer`), and SB3's
+target_kl stop or a non-finite step ends that slot's update only.
+
+Small networks make an update cost per call, not per number: the forward and backward passes of 16
+stacked 64-64 MLPs cost about what one does (benchmarks/seed_batch.py measures the gain).
+
+Float rounding differs from the loop (batched matrix products), so a batched run is a run of its
+own: ``engine=seed_batched`` is part of its identity. Within the engine, a seed's metrics do not
+depend on which other seeds share its batch (tested).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from gymnasium.wrappers.vector import NormalizeObservation, NormalizeReward
+from torch import nn
+from torch.optim.adam import adam as adam_step
+
+from harness.agents.core import (
+    MicroBatch,
+    MinibatchEval,
+    MinibatchStats,
+    begin_update,
+    micro_batch_loss,
+    micro_shares,
+    minibatch_metrics,
+    minibatches,
+)
+from harness.agents.networks import ActorCritic
+from harness.agents.ppo import updates_planned
+from harness.config import ConfigError, Experiment
+from harness.envs import make_vec_env
+
+ADAM_EPS = 1e-5        # as the loop's torch.optim.Adam(eps=1e-5) (CleanRL)
+BETAS = (0.9, 0.999)   # torch's Adam defaults
+
+
+# ---- the stacked actor-critic ---------------------------------------------------------------------
+
+class StackedActorCritic(nn.Module):
+    """S :class:`~harness.agents.networks.ActorCritic` networks as stacked parameters: each of the
+    network's parameters becomes one ``[S, *shape]`` tensor (nn.Linear layout), in the network's own
+    parameter order. Inputs are ``[S, B, obs_dim]``; outputs ``[S, B]`` (actions ``[S, B(, A)]``)."""
+
+    def __init__(self, models: Sequence[ActorCritic]):
+        super().__init__()
+        self.discrete = models[0].discrete
+        self.names = [name for name, _ in models[0].named_parameters()]
+        per_model = [dict(m.named_parameters()) for m in models]
+        self.stacked = nn.ParameterDict({name.replace(".", "_"): nn.Parameter(
+            torch.stack([p[name].detach() for p in per_model]).contiguous()) for name in self.names})
+        self.layers = {part: [int(k) for k, m in getattr(models[0], part).named_children() if isinstance(m, nn.Linear)]
+                       for part in ("actor", "critic")}
+
+    def ordered(self) -> list[nn.Parameter]:
+        """The stacked parameters in the single network's ``parameters()`` order."""
+        return [self.stacked[name.replace(".", "_")] for name in self.names]
+
+    def _mlp(self, part: str, x: torch.Tensor) -> torch.Tensor:
+        layers = self.layers[part]
+        for i, index in enumerate(layers):
+            weight, bias = self.stacked[f"{part}_{index}_weight"], self.stacked[f"{part}_{index}_bias"]
+            if weight.shape[1] == 1:      # one output (the value): batched gemv rounds differently at S = 1
+                x = (x * weight).sum(-1, keepdim=True) + bias.unsqueeze(1)
+            else:
+                x = torch.baddbmm(bias.unsqueeze(1), x, weight.transpose(1, 2))
+            if i < len(layers) - 1:
+                x = torch.tanh(x)
+        return x
+
+    def value(self, obs: torch.Tensor) -> torch.Tensor:
+        return self._mlp("critic", obs).squeeze(-1)
+
+    @torch.no_grad()
+    def act(self, obs: torch.Tensor, generators: Sequence[torch.Generator]
+            ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Sample every slot's actions, each slot's noise from its own generator (as the loop:
+        Gumbel-max for categorical actions, mean + std x N(0, 1) for Gaussian ones)."""
+        out = self._mlp("actor", obs)
+        noise_shape = out.shape[1:]
+        if self.discrete:
+            logp_all = out.log_softmax(-1)
+            uniform = torch.stack([torch.rand(noise_shape, generator=g) for g in generators])
+            gumbel = uniform.log_().neg_().log_().neg_()
+            action = (logp_all + gumbel).argmax(-1)
+            logp = logp_all.gather(-1, action.unsqueeze(-1)).squeeze(-1)
+        else:
+            std = self.stacked["log_std"].exp().unsqueeze(1)
+            action = out + std * torch.stack([torch.randn(noise_shape, generator=g) for g in generators])
+            logp = self._gaussian_logp(out, action)
+        return action, logp, self.value(obs)
+
+    def evaluate(self, obs: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Log-prob and entropy of ``action`` under every slot's policy, and the values."""
+        out = self._mlp("actor", obs)
+        if self.discrete:
+            logp_all = out.log_softmax(-1)
+            logp = logp_all.gather(-1, action.long().unsqueeze(-1)).squeeze(-1)
+            entropy = -(logp_all.exp() * logp_all).sum(-1)
+        else:
+            logp = self._gaussian_logp(out, action)
+            log_std = self.stacked["log_std"]
+            entropy = (0.5 + 0.5 * math.log(2 * math.pi) + log_std).sum(-1, keepdim=True).expand(out.shape[:2])
+        return logp, entropy, self.value(obs)
+
+    def _gaussian_logp(self, mean: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        log_std = self.stacked["log_std"].unsqueeze(1)
+        z = (action - mean) / log_std.exp()
+        return (-0.5 * z.pow(2) - log_std - 0.5 * math.log(2 * math.pi)).sum(-1)
+
+
+# ---- per-slot optimisation: Adam state, gradient clipping, the optimizer the hooks see --------------
+
+class SeedAdam:
+    """Adam over stacked parameters with one state per slot (moments, step count), as S separate
+    ``torch.optim.Adam(eps=1e-5, fused=True)`` would keep them. A slot steps only when its optimizer
+    is asked to (:class:`SlotOptimizer`); the requests of a minibatch run as one fused call."""
+
+    def __init__(self, params: list[nn.Parameter], n_slots: int, lr: float):
+        self.params = params
+        self.exp_avg = [torch.zeros_like(p) for p in params]
+        self.exp_avg_sq = [torch.zeros_like(p) for p in params]
+        self.state_steps = [[torch.tensor(0.0) for _ in params] for _ in range(n_slots)]
+        self.lr = [lr] * n_slots
+        self.has_grad = [False] * n_slots     # torch's grad-is-None: a slot cleared and not back-propagated since
+        self.step_calls = [0] * n_slots       # real step() calls (the loop's StepCounter)
+        self.pending: list[int] = []
+
+    def zero_grad(self, slot: int) -> None:
+        for p in self.params:
+            if p.grad is not None:
+                p.grad[slot].zero_()
+        self.has_grad[slot] = False
+
+    def request(self, slot: int) -> None:
+        self.step_calls[slot] += 1
+        if self.has_grad[slot]:               # torch skips parameters without a gradient
+            self.pending.append(slot)
+
+    @torch.no_grad()
+    def flush(self) -> None:
+        """Apply every requested step: one fused Adam call per learning rate."""
+        for lr in sorted({self.lr[s] for s in self.pending}):
+            slots = [s for s in self.pending if self.lr[s] == lr]
+            views = [(p[s], p.grad[s], m[s], v[s], self.state_steps[s][i])
+                     for s in slots for i, (p, m, v) in enumerate(zip(self.params, self.exp_avg, self.exp_avg_sq))]
+            params, grads, avgs, sqs, steps = (list(x) for x in zip(*views))
+            adam_step(params, grads, avgs, sqs, [], steps, fused=True, amsgrad=False, beta1=BETAS[0],
+                      beta2=BETAS[1], lr=lr, weight_decay=0.0, eps=ADAM_EPS, maximize=False)
+        self.pending = []
+
+
+class SlotOptimizer:
+    """What a fault's ``zero_grad`` / ``optimizer_step`` hook receives for one slot: the
+    ``torch.optim.Optimizer`` calls they make (``zero_grad``, ``step``, ``param_groups``), acting on
+    that slot's slice only."""
+
+    def __init__(self, adam: SeedAdam, slot: int):
+        self.adam, self.slot = adam, slot
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        self.adam.zero_grad(self.slot)
+
+    def step(self, closure: Any = None) -> None:
+        if closure is not None:
+            raise NotImplementedError("the seed-batched engine has no closure steps")
+        self.adam.request(self.slot)
+
+    @property
+    def param_groups(self) -> list[dict[str, Any]]:
+        return [{"lr": self.adam.lr[self.slot]}]
+
+
+def clip_slot(params: list[nn.Parameter], slot: int, max_norm: float, has_grad: bool) -> float:
+    """``clip_grad_norm_`` on one slot's gradients: the pre-clip total 2-norm (0 without gradients)."""
+    if not has_grad:
+        return 0.0
+    grads = [p.grad[slot] for p in params]
+    total = torch.nn.utils.get_total_norm(grads, 2.0)
+    coef = torch.clamp(max_norm / (total + 1e-6), max=1.0)
+    for g in grads:
+        g.mul_(coef)
+    return float(total)
+
+
+def flat(params: list[nn.Parameter], slot: int) -> torch.Tensor:
+    return torch.cat([p[slot].reshape(-1) for p in params])
+
+
+# ---- one update of every slot ------------------------------------------------------------------------
+
+@dataclasses.dataclass
+class SlotUpdate:
+    """One slot's state during :func:`ppo_update_seeds`."""
+
+    batch: dict[str, torch.Tensor]
+    hp: Any
+    hooks: Any
+    schedule: Iterator[tuple[int, int, torch.Tensor]]
+    params_before: torch.Tensor
+    stats: MinibatchStats = dataclasses.field(default_factory=MinibatchStats)
+    grad_norms: list[float] = dataclasses.field(default_factory=list)
+    nonfinite: bool = False
+    done: bool = False
+
+
+def _minibatch(model: StackedActorCritic, adam: SeedAdam, slots: list[SlotUpdate | None],
+               current: dict[int, tuple[int, int, torch.Tensor]]) -> None:
+    """Every current slot's minibatch: its zero-grad hook, one batched forward pass (every slot's rows,
+    padded to the longest), each slot's micro-batch losses through the loop's code, one backward
+    pass, then each slot's clipping and optimizer-step hook, and its row."""
+    params = adam.params
+    for s in current:
+        slots[s].hooks.zero_grad(SlotOptimizer(adam, s))
+    # rows: the configuration's largest minibatch, so that a slot's arithmetic (and float rounding)
+    # does not depend on which other seeds share the batch
+    first_slot = slots[next(iter(current))]
+    largest = -(-first_slot.hp.n_steps * first_slot.hp.num_envs // first_slot.hp.n_minibatches)
+    rows = max(largest, *(len(idx) for _, _, idx in current.values()))
+    first = first_slot.batch
+    obs = first["obs"].new_zeros((len(slots), rows, *first["obs"].shape[1:]))    # slots not training: zeros
+    actions = first["actions"].new_zeros((len(slots), rows, *first["actions"].shape[1:]))
+    for s, (_, _, idx) in current.items():
+        obs[s, : len(idx)] = slots[s].batch["obs"][idx]
+        actions[s, : len(idx)] = slots[s].batch["actions"][idx]
+    logp, entropy, value = model.evaluate(obs, actions)
+
+    total: torch.Tensor | None = None
+    outcome: dict[int, tuple[list[MicroBatch], bool]] = {}
+    for s, (_, _, idx) in current.items():
+        slot = slots[s]
+        hp, hooks, batch = slot.hp, slot.hooks, slot.batch
+        adv = batch["adv"][idx]
+        if hp.norm_adv:
+            adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+        n_micro = min(hp.grad_accum, len(idx))
+        parts: list[MicroBatch] = []
+        stop = False
+        for micro, pos in enumerate(torch.arange(len(idx)).tensor_split(n_micro)):
+            mb = {k: v[idx[pos]] for k, v in batch.items()}
+
+            def evaluate(mb: dict[str, torch.Tensor], s: int = s, pos: torch.Tensor = pos) -> MinibatchEval:
+                value_loss = (value[s, pos] - mb["returns"]).pow(2).mean()
+                return MinibatchEval(logp=logp[s, pos], entropy=entropy[s, pos], loss=slots[s].hp.vf_coef * value_loss,
+                                     metrics={"value_loss": value_loss})
+
+            share, weight = micro_shares(None, None, len(pos), len(idx), n_micro, hp.loss_agg)
+            loss, part = micro_batch_loss(mb, adv[pos], share, weight, hp, hooks, evaluate)
+            parts.append(part)
+            if hp.target_kl is not None and part.approx_kl() > 1.5 * hp.target_kl:
+                stop = True               # SB3's early stopping, before this minibatch's step
+                break
+            if hooks.microbatch_backward(micro, n_micro):
+                total = share * loss if total is None else total + share * loss
+                adam.has_grad[s] = True
+        outcome[s] = (parts, stop)
+    if total is not None:
+        total.backward()
+
+    for s, (epoch, minibatch, _) in current.items():
+        slot, (parts, stop) = slots[s], outcome[s]
+        loss_value = float(sum(p.share * p.loss for p in parts))
+        calls_before = adam.step_calls[s]
+        grad_norm = math.nan
+        if not stop:
+            grad_norm = clip_slot(params, s, slot.hp.max_grad_norm, adam.has_grad[s])
+            if math.isfinite(loss_value) and math.isfinite(grad_norm):
+                slot.hooks.optimizer_step(SlotOptimizer(adam, s))
+            else:
+                slot.nonfinite = True
+            slot.grad_norms.append(grad_norm)
+        slot.stats.add({"epoch": epoch, "minibatch": minibatch,
+                        **minibatch_metrics(parts, loss_value, slot.hp, slot.hooks),
+                        "grad_norm": grad_norm, "lr": slot.hp.lr, "clip_range": slot.hp.clip_range,
+                        "stepped": int(adam.step_calls[s] > calls_before), "nonfinite": int(slot.nonfinite)})
+        slot.done = slot.nonfinite or stop
+    adam.flush()
+
+
+def ppo_update_seeds(model: StackedActorCritic, adam: SeedAdam, batches: dict[int, dict[str, torch.Tensor]],
+                     hps: dict[int, Any], hooks: dict[int, Any], generators: dict[int, torch.Generator]
+                     ) -> dict[int, tuple[dict[str, float], list[dict[str, float]]]]:
+    """:func:`harness.agents.core.ppo_update` for the slots in ``batches`` at once: each slot's
+    epochs and minibatches are drawn by its own generator and advance in lockstep with the others'
+    (one batched forward and backward pass per minibatch); a slot whose update ends early (target_kl,
+    a non-finite step) drops out while the others go on. Returns each slot's update metrics and
+    per-minibatch rows, as ``ppo_update`` does."""
+    params = adam.params
+    slots: dict[int, SlotUpdate] = {}
+    for s, batch in batches.items():
+        adam.lr[s] = hps[s].lr
+        with torch.no_grad():
+            before = flat(params, s).clone()
+        slots[s] = SlotUpdate(batch=batch, hp=hps[s], hooks=hooks[s], params_before=before,
+                              schedule=minibatches(batch["adv"].shape[0], hps[s].n_epochs, hps[s].n_minibatches,
+                                                   generators[s]))
+    indexed = [slots.get(s) for s in range(len(adam.lr))]
+    while True:
+        current = {}
+        for s, slot in slots.items():
+            if not slot.done:
+                step = next(slot.schedule, None)
+                if step is None:
+                    slot.done = True
+                else:
+                    current[s] = step
+        if not current:
+            break
+        _minibatch(model, adam, indexed, current)
+
+    out = {}
+    for s, slot in slots.items():
+        with torch.no_grad():
+            after = flat(params, s)
+            nonfinite = slot.nonfinite or not bool(torch.isfinite(after).all())
+            param_delta = float((after - slot.params_before).norm())
+        metrics = slot.stats.result()
+        metrics.update(grad_norm=sum(slot.grad_norms) / max(len(slot.grad_norms), 1),
+                       grad_norm_max=max(slot.grad_norms, default=math.nan), optimizer_steps=adam.step_calls[s],
+                       lr=slot.hp.lr, clip_range=slot.hp.clip_range, param_delta=param_delta,
+                       nonfinite=int(nonfinite))
+        adam.step_calls[s] = 0
+        out[s] = (metrics, slot.stats.rows)
+    return out
+
+
+# ---- the rollout and the run of every slot -------------------------------------------------------------
+
+class SlotRun:
+    """One seed's run: its env (fault wrappers, normalisation), fault, random streams, rollout buffers
+    and episode bookkeeping, exactly as :func:`harness.agents.ppo.train` sets them up for its seed."""
+
+    def __init__(self, exp: Experiment):
+        cfg, self.fault = exp.algo, exp.fault
+        torch.manual_seed(exp.seed)                   # the loop's initial weights, from the seed
+        self.generator = torch.Generator().manual_seed(exp.seed)     # minibatch permutations
+        envs = make_vec_env(exp.env, cfg.num_envs, self.fault)
+        self.obs_norm = envs = NormalizeObservation(envs) if cfg.norm_obs else envs
+        self.envs = NormalizeReward(envs, gamma=cfg.gamma) if cfg.norm_reward else envs
+        self.model = ActorCritic(self.envs.single_observation_space, self.envs.single_action_space, cfg.hidden)
+        self.noise = torch.Generator()                # action noise: the stream the loop samples from
+        self.noise.set_state(torch.get_rng_state())
+        space = self.envs.single_action_space
+        self.bounds = (space.low, space.high) if not self.model.discrete else None
+
+        T, N = cfg.n_steps, cfg.num_envs
+        self.obs_buf = torch.zeros((T, N, *self.envs.single_observation_space.shape))
+        self.act_buf = torch.zeros((T, N, *space.shape))
+        self.logp_buf, self.value_buf = torch.zeros((T, N)), torch.zeros((T, N))
+        self.rewards, self.terminated, self.truncated = np.zeros((T, N)), np.zeros((T, N)), np.zeros((T, N))
+        self.valid = np.zeros((T, N), dtype=bool)
+
+        if cfg.norm_obs:     # the first reset's observations count under update 0's hooks
+            self.obs_norm.update_running_mean = self.fault.begin_update(0, cfg)[0].obs_norm_training()
+        self.obs, _ = self.envs.reset(seed=exp.seed)
+        self.reset_step = np.zeros(N, dtype=bool)
+        self.ep_return, self.ep_length = np.zeros(N), np.zeros(N, dtype=np.int64)
+        self.env_step = 0
+        self.finished = False                         # stopped (diverged): trains no more
+        self.episodes: list[dict[str, Any]] = []
+        self.finished_returns: list[float] = []
+        self.finished_lengths: list[int] = []
+
+    def begin_rollout(self) -> None:
+        self.episodes, self.finished_returns, self.finished_lengths = [], [], []
+
+    def step(self, t: int, update: int, hooks: Any, obs_t: torch.Tensor, action: torch.Tensor,
+             logp: torch.Tensor, value: torch.Tensor) -> None:
+        """Step ``t`` of the rollout: record, act in the env, the episode-boundary hooks, bookkeeping."""
+        self.obs_buf[t], self.act_buf[t], self.logp_buf[t], self.value_buf[t] = obs_t, action, logp, value
+        self.valid[t] = ~self.reset_step
+        env_action = np.clip(action.numpy(), *self.bounds) if self.bounds else action.numpy()
+        obs, self.rewards[t], term, trunc, info = self.envs.step(env_action)
+        self.terminated[t], self.truncated[t] = hooks.episode_end(term, trunc)
+        self.obs = hooks.final_observation(obs, self.obs_buf[t].numpy(), trunc)
+
+        valid = self.valid[t]
+        self.ep_return += self.rewards[t] * valid
+        self.ep_length += valid
+        self.reset_step = term | trunc
+        done = self.reset_step & valid
+        if done.any():
+            self.finished_returns.extend(self.ep_return[done])
+            self.finished_lengths.extend(self.ep_length[done])
+            at_step = self.env_step + int(self.valid[: t + 1].sum())
+            monitor = info["episode"]
+            self.episodes += [{"update": update, "env_step": at_step, "return": float(self.ep_return[i]),
+                               "env_return": float(monitor["r"][i]), "length": int(self.ep_length[i])}
+                              for i in np.flatnonzero(done)]
+            self.ep_return[done], self.ep_length[done] = 0.0, 0
+
+    def batch(self, hooks: Any, hp: Any, next_value: np.ndarray) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+        """GAE (through the GAE and advantage hooks), the batch trained on, and the rollout's row part."""
+        self.env_step += int(self.valid.sum())
+        trained = np.ones_like(self.valid) if hooks.assumes_same_step_autoreset() else self.valid
+        self.rewards *= trained
+        self.terminated *= trained
+        self.truncated *= trained
+        values = self.value_buf.numpy()
+        advantages = hooks.gae(self.rewards, values, next_value, self.terminated, self.truncated, trained,
+                               hp.gamma, hp.gae_lambda)
+        returns = advantages + values
+        advantages = hooks.advantages(advantages)
+        v = torch.from_numpy(trained)
+        batch = {"obs": self.obs_buf[v], "actions": self.act_buf[v], "logp": self.logp_buf[v],
+                 "adv": torch.from_numpy(advantages[trained]).float(),
+                 "returns": torch.from_numpy(returns[trained]).float()}
+        var_returns = float(returns[trained].var())
+        rets = self.finished_returns
+        row = {"env_step": self.env_step, "fault_active": self.fault.active,
+               "reward_mean": float(self.rewards[trained].mean()),
+               "return_mean": float(np.mean(rets)) if rets else np.nan,
+               "return_std": float(np.std(rets)) if rets else np.nan,
+               "length_mean": float(np.mean(self.finished_lengths)) if self.finished_lengths else np.nan,
+               "adv_mean": float(advantages[trained].mean()), "adv_std": float(advantages[trained].std(ddof=1)),
+               "value_mean": float(values[trained].mean()),
+               "explained_variance": (1 - float((returns - values)[trained].var()) / var_returns
+                                      if var_returns > 0 else np.nan)}
+        return batch, row
+
+
+def check_batchable(exps: Sequence[Experiment]) -> None:
+    """Raise a one-line ConfigError unless ``exps`` are native PPO runs of one configuration that
+    differ only in their seeds (distinct seeds)."""
+    first = exps[0]
+    for exp in exps:
+        if exp.algo.name != "ppo" or exp.backend.name != "native":
+            raise ConfigError(f"engine=seed_batched trains native PPO; got algo={exp.algo.name} "
+                              f"backend={exp.backend.name}")
+        same = dataclasses.replace(exp, seed=first.seed)
+        if same.key() != first.key():
+            raise ConfigError("engine=seed_batched trains seeds of one configuration: these runs differ in "
+                              "more than their seed")
+    seeds = [e.seed for e in exps]
+    if len(set(seeds)) != len(seeds):
+        raise ConfigError(f"engine=seed_batched: the seeds repeat ({seeds})")
+
+
+def train_seeds(exps: Sequence[Experiment]) -> Iterator[list[dict | None]]:
+    """Native PPO on every experiment of ``exps`` (one configuration, S seeds) as one computation;
+    per update, one row per slot, as :func:`harness.agents.ppo.train` yields it (``None`` for a
+    slot that has stopped: a row with ``nonfinite`` ends its run, as in the loop)."""
+    check_batchable(exps)
+    cfg = exps[0].algo
+    runs = [SlotRun(exp) for exp in exps]
+    model = StackedActorCritic([r.model for r in runs])
+    adam = SeedAdam(model.ordered(), len(runs), cfg.lr)
+    T = cfg.n_steps
+    n_updates = updates_planned(exps[0])
+    try:
+        for update in range(n_updates):
+            live = [i for i, r in enumerate(runs) if not r.finished]
+            if not live:
+                return
+            begun = {i: begin_update(runs[i].fault, cfg, update, n_updates) for i in live}
+            for i in live:
+                runs[i].begin_rollout()
+                if cfg.norm_obs:
+                    runs[i].obs_norm.update_running_mean = begun[i][0].obs_norm_training()
+
+            # ---- rollout: one batched forward pass per step for every slot --------------------
+            for t in range(T):
+                obs = torch.as_tensor(np.stack([r.obs for r in runs]), dtype=torch.float32)
+                action, logp, value = model.act(obs, [r.noise for r in runs])
+                for i in live:
+                    runs[i].step(t, update, begun[i][0], obs[i], action[i], logp[i], value[i])
+
+            # ---- GAE and each slot's batch ----------------------------------------------------------
+            with torch.no_grad():
+                next_value = model.value(torch.as_tensor(np.stack([r.obs for r in runs]),
+                                                         dtype=torch.float32)).numpy()
+            parts = {i: runs[i].batch(begun[i][0], begun[i][1], next_value[i]) for i in live}
+
+            # ---- the clipped-surrogate update of every slot ---------------------------------------
+            updated = ppo_update_seeds(model, adam, {i: parts[i][0] for i in live},
+                                       {i: begun[i][1] for i in live}, {i: begun[i][0] for i in live},
+                                       {i: runs[i].generator for i in live})
+            out: list[dict | None] = [None] * len(runs)
+            for i in live:
+                metrics, steps = updated[i]
+                out[i] = {"update": update, **parts[i][1], **metrics, "steps": steps, "episodes": runs[i].episodes}
+                runs[i].finished = bool(metrics["nonfinite"])
+            yield out
+    finally:
+        for r in runs:
+            r.envs.close()

@@ -1,0 +1,132 @@
+"""Seed-batched native PPO (engine=seed_batched): S seeds of one configuration as one computation.
+
+Each seed must be the run the loop trains, up to float rounding: the same initial weights, action
+noise and minibatch permutations (so the first update agrees with the loop's to float precision), every
+hook applied per seed (a fault's signature is the loop's), its own Adam state and clipping; and a
+seed's metrics must not depend on which seeds share its batch (exactly).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+
+import numpy as np
+import pytest
+
+from harness.agents import ppo
+from harness.agents.ppo_seeds import train_seeds
+from harness.config import ConfigError
+from harness.pipeline.compose import make_experiment
+from harness.pipeline.train import get_or_train, get_or_train_seeds
+from tests.helpers import SHORT
+
+SMALL = ["env.total_timesteps=2048", "algo.n_steps=64", "algo.num_envs=4"]
+
+
+def _exp(tmp_path, *overrides):
+    return make_experiment(["algo=ppo", f"results_dir={tmp_path}", "twin=false", "progress=false", *overrides])
+
+
+def _same(a: dict, b: dict) -> list[str]:
+    """The keys whose values differ (NaN equals NaN)."""
+    def eq(x, y):
+        return x == y or (isinstance(x, float) and isinstance(y, float) and math.isnan(x) and math.isnan(y))
+    return [k for k in a if not eq(a[k], b[k])]
+
+
+@pytest.mark.parametrize("env", ["cartpole", "pendulum"])
+def test_a_seed_does_not_depend_on_its_batch(tmp_path, env):
+    """Seed 6 trained with seeds 5 and 7 and trained alone: identical rows, steps and episodes."""
+    exps = [dataclasses.replace(_exp(tmp_path, f"env={env}", "fault=none", *SMALL), seed=s) for s in (5, 6, 7)]
+    together = [rows[1] for rows in train_seeds(exps)]
+    alone = [rows[0] for rows in train_seeds(exps[1:2])]
+    assert len(together) == len(alone) == 8
+    for x, y in zip(together, alone):
+        assert _same(x, y) == [], f"update {x['update']}: {_same(x, y)}"
+
+
+@pytest.mark.parametrize("fault", ["none", "adv_sign_flip", "no_zero_grad", "shared_policy",
+                                   "target_kl_too_strict", "obs_norm_frozen", "gae_no_done_mask"])
+@pytest.mark.parametrize("env", ["cartpole", "pendulum"])
+def test_first_update_is_the_loops(tmp_path, fault, env):
+    """Update 0 of every seed (rollout, GAE, the fault's hooks, every minibatch step) agrees with the
+    loop's run of that seed to float precision; later updates drift only by rounding. (A fault
+    that makes training chaotic, e.g. excessive_lr at lr 0.1, turns that rounding into visible
+    differences within the first update: its first minibatch is compared.)"""
+    exps = [dataclasses.replace(_exp(tmp_path, f"env={env}", f"fault={fault}", *SMALL), seed=s) for s in (0, 1)]
+    batched = next(iter(train_seeds(exps)))
+    for s, exp in enumerate(exps):
+        loop = next(iter(ppo.train(exp)))
+        row = batched[s]
+        for key, value in loop.items():
+            if key == "episodes":
+                assert row[key] == value
+            elif key == "steps":
+                assert [st["stepped"] for st in row[key]] == [st["stepped"] for st in value]
+                assert len(row[key]) == len(value)
+            elif isinstance(value, float) and math.isfinite(value):
+                assert row[key] == pytest.approx(value, rel=1e-4, abs=1e-6), (fault, env, s, key)
+            else:
+                assert row[key] == value or (math.isnan(row[key]) and math.isnan(value)), (fault, env, s, key)
+
+
+def test_chaotic_fault_first_minibatch_is_the_loops(tmp_path):
+    exp = _exp(tmp_path, "fault=excessive_lr", *SMALL)
+    batched = next(iter(train_seeds([exp, dataclasses.replace(exp, seed=1)])))[0]["steps"][0]
+    loop = next(iter(ppo.train(exp)))["steps"][0]
+    for key, value in loop.items():
+        assert batched[key] == pytest.approx(value, rel=1e-4, abs=1e-6), key
+
+
+def test_signatures_survive_batching(tmp_path):
+    """What a fault leaves in the log under the loop it leaves batched: shared_policy's ratio is
+    exactly 1 on every update; target_kl_too_strict stops every update after a few of its 40 steps,
+    each seed on its own schedule."""
+    exps = [dataclasses.replace(_exp(tmp_path, "fault=shared_policy", *SMALL), seed=s) for s in range(3)]
+    for rows in train_seeds(exps):
+        assert all(r["approx_kl"] == 0.0 and r["ratio_dev_max"] == 0.0 for r in rows)
+    exps = [dataclasses.replace(_exp(tmp_path, "fault=target_kl_too_strict", *SMALL), seed=s) for s in range(3)]
+    for rows in train_seeds(exps):
+        assert all(r["optimizer_steps"] <= 5 for r in rows)
+
+
+def test_healthy_batched_seeds_learn(tmp_path):
+    """Healthy CartPole seeds trained as one batch learn (mean return over the last 3 updates >= 150
+    for at least 3 of 4 seeds after 12 updates of 16 x 64 steps; they start near 20)."""
+    exps = [dataclasses.replace(_exp(tmp_path, "fault=none", *SHORT), seed=s) for s in range(4)]
+    rows = list(train_seeds(exps))
+    finals = [float(np.nanmean([r[s]["return_mean"] for r in rows[-3:]])) for s in range(4)]
+    assert sum(f >= 150 for f in finals) >= 3, finals
+
+
+def test_stored_as_runs_of_their_own(tmp_path):
+    """Each seed is stored as its own run (meta.json: seed_batch); the engine is part of the run's
+    identity; a second call reuses every seed; a single seed_batched run trains through the same engine."""
+    exps = [dataclasses.replace(_exp(tmp_path, "fault=adv_sign_flip", "engine=seed_batched", *SMALL), seed=s)
+            for s in range(3)]
+    results = get_or_train_seeds(exps)
+    assert len({r.run_id for r in results}) == 3 and not any(r.reused for r in results)
+    for s, res in enumerate(results):
+        meta = json.loads((tmp_path / "runs" / res.run_id / "meta.json").read_text())
+        assert meta["seed"] == s and meta["status"] == "ok" and meta["config"]["engine"] == "seed_batched"
+        assert meta["seed_batch"]["size"] == 3 and meta["seed_batch"]["seeds"] == [0, 1, 2]
+    assert all(r.reused for r in get_or_train_seeds(exps))
+    loop = dataclasses.replace(exps[0], engine="loop")
+    assert get_or_train(loop).run_id != results[0].run_id
+    single = get_or_train(dataclasses.replace(exps[0], seed=9))
+    assert single.meta["seed_batch"]["size"] == 1
+
+
+def test_bad_engine_and_bad_batches_say_so(tmp_path):
+    with pytest.raises(ConfigError, match="engine=warp is not an engine"):
+        _exp(tmp_path, "engine=warp")
+    with pytest.raises(ConfigError, match="native PPO only"):
+        make_experiment(["algo=grpo", f"results_dir={tmp_path}", "engine=seed_batched"])
+    a = _exp(tmp_path, "fault=none", *SMALL)
+    b = _exp(tmp_path, "fault=adv_sign_flip", *SMALL)
+    with pytest.raises(ConfigError, match="differ in more than their seed"):
+        next(iter(train_seeds([a, dataclasses.replace(b, seed=1)])))
+    with pytest.raises(ConfigError, match="seeds repeat"):
+        next(iter(train_seeds([a, a])))
