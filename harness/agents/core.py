@@ -50,6 +50,10 @@ def aggregate(x: torch.Tensor, mask: torch.Tensor | None, mode: str = "token_mea
     return per_row.mean()
 
 
+RATIO_STATS = ("approx_kl", "kl_k1", "clipfrac", "clipfrac_binding", "clip_low_frac", "clip_high_frac", "ratio_mean",
+               "ratio_min", "ratio_max", "ratio_dev_max")
+
+
 def ratio_stats(ratio: torch.Tensor, log_ratio: torch.Tensor, pg_loss1: torch.Tensor, pg_loss2: torch.Tensor,
                 clip_range: float, adv: torch.Tensor, mask: torch.Tensor | None = None) -> dict[str, float]:
     """One minibatch's importance-ratio metrics (canonical definitions, over real tokens only);
@@ -57,18 +61,19 @@ def ratio_stats(ratio: torch.Tensor, log_ratio: torch.Tensor, pg_loss1: torch.Te
     advantages they used (broadcast to the ratio's shape)."""
     real = ratio if mask is None else ratio[mask]
     adv = adv.expand_as(ratio)
-    return {
-        "approx_kl": float(masked_mean((ratio - 1) - log_ratio, mask)),
-        "kl_k1": float(masked_mean(-log_ratio, mask)),
-        "clipfrac": float(masked_mean(((ratio - 1).abs() > clip_range).float(), mask)),
-        "clipfrac_binding": float(masked_mean((pg_loss2 > pg_loss1).float(), mask)),
-        "clip_low_frac": float(masked_mean(((ratio < 1 - clip_range) & (adv < 0)).float(), mask)),
-        "clip_high_frac": float(masked_mean(((ratio > 1 + clip_range) & (adv > 0)).float(), mask)),
-        "ratio_mean": float(masked_mean(ratio, mask)),
-        "ratio_min": float(real.min()),
-        "ratio_max": float(real.max()),
-        "ratio_dev_max": float((real - 1).abs().max()),
-    }
+    values = torch.stack([                  # one conversion to Python floats, not ten
+        masked_mean((ratio - 1) - log_ratio, mask),
+        masked_mean(-log_ratio, mask),
+        masked_mean(((ratio - 1).abs() > clip_range).float(), mask),
+        masked_mean((pg_loss2 > pg_loss1).float(), mask),
+        masked_mean(((ratio < 1 - clip_range) & (adv < 0)).float(), mask),
+        masked_mean(((ratio > 1 + clip_range) & (adv > 0)).float(), mask),
+        masked_mean(ratio, mask),
+        real.min(),
+        real.max(),
+        (real - 1).abs().max(),
+    ]).tolist()
+    return dict(zip(RATIO_STATS, values))
 
 
 class MinibatchStats:

@@ -38,6 +38,13 @@ def sample_categorical(logp_all: torch.Tensor) -> tuple[torch.Tensor, torch.Tens
     return action, logp_all.gather(-1, action.unsqueeze(-1)).squeeze(-1)
 
 
+def categorical_logp_entropy(logits: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Log-prob of ``action`` under softmax(``logits``) over the last dimension, and the entropy."""
+    logp_all = logits.log_softmax(-1)
+    logp = logp_all.gather(-1, action.long().unsqueeze(-1)).squeeze(-1)
+    return logp, -(logp_all.exp() * logp_all).sum(-1)
+
+
 class ActorCritic(nn.Module):
     def __init__(self, obs_space: gym.spaces.Box, action_space: gym.Space, hidden: int = 64):
         super().__init__()
@@ -73,9 +80,7 @@ class ActorCritic(nn.Module):
         """Log-prob and entropy of ``action`` under the current policy, and the value."""
         out = self.actor(obs)
         if self.discrete:
-            logp_all = out.log_softmax(-1)
-            logp = logp_all.gather(-1, action.long().unsqueeze(-1)).squeeze(-1)
-            entropy = -(logp_all.exp() * logp_all).sum(-1)
+            logp, entropy = categorical_logp_entropy(out, action)
         else:
             logp = self._gaussian_logp(out, action)
             entropy = (0.5 + 0.5 * LOG_2PI + self.log_std).sum().expand(out.shape[0])

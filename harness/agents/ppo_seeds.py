@@ -42,10 +42,11 @@ from harness.agents.core import (
     minibatch_metrics,
     minibatches,
 )
-from harness.agents.networks import ActorCritic
+from harness.agents.networks import ActorCritic, categorical_logp_entropy
 from harness.agents.ppo import updates_planned
 from harness.config import ConfigError, Experiment
 from harness.envs import make_vec_env
+from harness.hooks import overrides
 
 ADAM_EPS = 1e-5        # as the loop's torch.optim.Adam(eps=1e-5) (CleanRL)
 BETAS = (0.9, 0.999)   # torch's Adam defaults
@@ -110,9 +111,7 @@ class StackedActorCritic(nn.Module):
         """Log-prob and entropy of ``action`` under every slot's policy, and the values."""
         out = self._mlp("actor", obs)
         if self.discrete:
-            logp_all = out.log_softmax(-1)
-            logp = logp_all.gather(-1, action.long().unsqueeze(-1)).squeeze(-1)
-            entropy = -(logp_all.exp() * logp_all).sum(-1)
+            logp, entropy = categorical_logp_entropy(out, action)
         else:
             logp = self._gaussian_logp(out, action)
             log_std = self.stacked["log_std"]
@@ -141,6 +140,7 @@ class SeedAdam:
         self.has_grad = [False] * n_slots     # torch's grad-is-None: a slot cleared and not back-propagated since
         self.step_calls = [0] * n_slots       # real step() calls (the loop's StepCounter)
         self.pending: list[int] = []
+        self._cached: dict[int, list[tuple[torch.Tensor, ...]]] = {}
 
     def zero_grad(self, slot: int) -> None:
         for p in self.params:
@@ -153,13 +153,19 @@ class SeedAdam:
         if self.has_grad[slot]:               # torch skips parameters without a gradient
             self.pending.append(slot)
 
+    def _views(self, slot: int) -> list[tuple[torch.Tensor, ...]]:
+        """Slot ``slot``'s (param, grad, exp_avg, exp_avg_sq, step) views, made once: the stacked
+        tensors are only ever updated in place."""
+        if slot not in self._cached:
+            self._cached[slot] = [(p[slot], p.grad[slot], m[slot], v[slot], self.state_steps[slot][i])
+                                  for i, (p, m, v) in enumerate(zip(self.params, self.exp_avg, self.exp_avg_sq))]
+        return self._cached[slot]
+
     @torch.no_grad()
     def flush(self) -> None:
         """Apply every requested step: one fused Adam call per learning rate."""
         for lr in sorted({self.lr[s] for s in self.pending}):
-            slots = [s for s in self.pending if self.lr[s] == lr]
-            views = [(p[s], p.grad[s], m[s], v[s], self.state_steps[s][i])
-                     for s in slots for i, (p, m, v) in enumerate(zip(self.params, self.exp_avg, self.exp_avg_sq))]
+            views = [view for s in self.pending if self.lr[s] == lr for view in self._views(s)]
             params, grads, avgs, sqs, steps = (list(x) for x in zip(*views))
             adam_step(params, grads, avgs, sqs, [], steps, fused=True, amsgrad=False, beta1=BETAS[0],
                       beta2=BETAS[1], lr=lr, weight_decay=0.0, eps=ADAM_EPS, maximize=False)
@@ -187,16 +193,23 @@ class SlotOptimizer:
         return [{"lr": self.adam.lr[self.slot]}]
 
 
-def clip_slot(params: list[nn.Parameter], slot: int, max_norm: float, has_grad: bool) -> float:
-    """``clip_grad_norm_`` on one slot's gradients: the pre-clip total 2-norm (0 without gradients)."""
-    if not has_grad:
-        return 0.0
-    grads = [p.grad[slot] for p in params]
-    total = torch.nn.utils.get_total_norm(grads, 2.0)
-    coef = torch.clamp(max_norm / (total + 1e-6), max=1.0)
-    for g in grads:
-        g.mul_(coef)
-    return float(total)
+def clip_slots(params: list[nn.Parameter], max_norms: dict[int, float]) -> dict[int, float]:
+    """``clip_grad_norm_`` on each listed slot's gradients at once (its own max norm): each slot's
+    pre-clip total 2-norm; the other slots' gradients are untouched (scaled by exactly 1)."""
+    if not max_norms or params[0].grad is None:
+        return dict.fromkeys(max_norms, 0.0)
+    n = params[0].shape[0]
+    per_param = torch.stack([p.grad.reshape(n, -1).norm(dim=1) for p in params])     # [P, S]
+    total = per_param.norm(dim=0)                                                      # [S]
+    listed = torch.zeros(n, dtype=torch.bool)
+    listed[list(max_norms)] = True
+    limit = torch.ones(n)
+    limit[list(max_norms)] = torch.tensor(list(max_norms.values()), dtype=limit.dtype)
+    coef = torch.where(listed, torch.clamp(limit / (total + 1e-6), max=1.0), 1.0)
+    for p in params:
+        p.grad.mul_(coef.view(n, *([1] * (p.dim() - 1))))
+    totals = total.tolist()
+    return {s: totals[s] for s in max_norms}
 
 
 def flat(params: list[nn.Parameter], slot: int) -> torch.Tensor:
@@ -253,7 +266,8 @@ def _minibatch(model: StackedActorCritic, adam: SeedAdam, slots: list[SlotUpdate
         parts: list[MicroBatch] = []
         stop = False
         for micro, pos in enumerate(torch.arange(len(idx)).tensor_split(n_micro)):
-            mb = {k: v[idx[pos]] for k, v in batch.items()}
+            rows_ = idx[pos]
+            mb = {"logp": batch["logp"][rows_], "returns": batch["returns"][rows_]}   # what the per-slot code reads
 
             def evaluate(mb: dict[str, torch.Tensor], s: int = s, pos: torch.Tensor = pos) -> MinibatchEval:
                 value_loss = (value[s, pos] - mb["returns"]).pow(2).mean()
@@ -273,13 +287,14 @@ def _minibatch(model: StackedActorCritic, adam: SeedAdam, slots: list[SlotUpdate
     if total is not None:
         total.backward()
 
+    norms = clip_slots(params, {s: slots[s].hp.max_grad_norm for s in current if not outcome[s][1]})
     for s, (epoch, minibatch, _) in current.items():
         slot, (parts, stop) = slots[s], outcome[s]
         loss_value = float(sum(p.share * p.loss for p in parts))
         calls_before = adam.step_calls[s]
         grad_norm = math.nan
         if not stop:
-            grad_norm = clip_slot(params, s, slot.hp.max_grad_norm, adam.has_grad[s])
+            grad_norm = norms[s] if adam.has_grad[s] else 0.0
             if math.isfinite(loss_value) and math.isfinite(grad_norm):
                 slot.hooks.optimizer_step(SlotOptimizer(adam, s))
             else:
@@ -343,8 +358,8 @@ def ppo_update_seeds(model: StackedActorCritic, adam: SeedAdam, batches: dict[in
 # ---- the rollout and the run of every slot -------------------------------------------------------------
 
 class SlotRun:
-    """One seed's run: its env (fault wrappers, normalisation), fault, random streams, rollout buffers
-    and episode bookkeeping, exactly as :func:`harness.agents.ppo.train` sets them up for its seed."""
+    """One seed's env (its fault's wrappers, normalisation outside them), fault and random streams,
+    set up exactly as :func:`harness.agents.ppo.train` sets them up for its seed."""
 
     def __init__(self, exp: Experiment):
         cfg, self.fault = exp.algo, exp.fault
@@ -356,78 +371,105 @@ class SlotRun:
         self.model = ActorCritic(self.envs.single_observation_space, self.envs.single_action_space, cfg.hidden)
         self.noise = torch.Generator()                # action noise: the stream the loop samples from
         self.noise.set_state(torch.get_rng_state())
-        space = self.envs.single_action_space
-        self.bounds = (space.low, space.high) if not self.model.discrete else None
-
-        T, N = cfg.n_steps, cfg.num_envs
-        self.obs_buf = torch.zeros((T, N, *self.envs.single_observation_space.shape))
-        self.act_buf = torch.zeros((T, N, *space.shape))
-        self.logp_buf, self.value_buf = torch.zeros((T, N)), torch.zeros((T, N))
-        self.rewards, self.terminated, self.truncated = np.zeros((T, N)), np.zeros((T, N)), np.zeros((T, N))
-        self.valid = np.zeros((T, N), dtype=bool)
-
         if cfg.norm_obs:     # the first reset's observations count under update 0's hooks
             self.obs_norm.update_running_mean = self.fault.begin_update(0, cfg)[0].obs_norm_training()
         self.obs, _ = self.envs.reset(seed=exp.seed)
-        self.reset_step = np.zeros(N, dtype=bool)
-        self.ep_return, self.ep_length = np.zeros(N), np.zeros(N, dtype=np.int64)
         self.env_step = 0
         self.finished = False                         # stopped (diverged): trains no more
-        self.episodes: list[dict[str, Any]] = []
-        self.finished_returns: list[float] = []
-        self.finished_lengths: list[int] = []
+        # the episode hooks, where the fault replaces them (else the loop's identity is skipped)
+        self.episode_hooks = overrides(self.fault, "episode_end") or overrides(self.fault, "final_observation")
 
-    def begin_rollout(self) -> None:
-        self.episodes, self.finished_returns, self.finished_lengths = [], [], []
 
-    def step(self, t: int, update: int, hooks: Any, obs_t: torch.Tensor, action: torch.Tensor,
-             logp: torch.Tensor, value: torch.Tensor) -> None:
-        """Step ``t`` of the rollout: record, act in the env, the episode-boundary hooks, bookkeeping."""
-        self.obs_buf[t], self.act_buf[t], self.logp_buf[t], self.value_buf[t] = obs_t, action, logp, value
+class Rollout:
+    """Every slot's rollout buffers, stacked ``[T, S, N, ...]``, and the episode bookkeeping of the
+    loop (:func:`harness.agents.ppo.train`) done for all slots at once."""
+
+    def __init__(self, runs: list[SlotRun], T: int, N: int):
+        S, first = len(runs), runs[0].envs
+        self.runs = runs
+        self.obs = torch.zeros((T, S, N, *first.single_observation_space.shape))
+        self.actions = torch.zeros((T, S, N, *first.single_action_space.shape))
+        self.logp, self.values = torch.zeros((T, S, N)), torch.zeros((T, S, N))
+        self.rewards, self.terminated, self.truncated = np.zeros((T, S, N)), np.zeros((T, S, N)), np.zeros((T, S, N))
+        self.valid = np.zeros((T, S, N), dtype=bool)
+        self.reset_step = np.zeros((S, N), dtype=bool)      # True where the next step() only resets the env
+        self.ep_return, self.ep_length = np.zeros((S, N)), np.zeros((S, N), dtype=np.int64)
+        space = first.single_action_space
+        self.bounds = (space.low, space.high) if not runs[0].model.discrete else None
+        self.begin()
+
+    def begin(self) -> None:
+        S = len(self.runs)
+        self.episodes: list[list[dict[str, Any]]] = [[] for _ in range(S)]
+        self.finished_returns: list[list[float]] = [[] for _ in range(S)]
+        self.finished_lengths: list[list[int]] = [[] for _ in range(S)]
+
+    def step(self, t: int, update: int, live: list[int], hooks: dict[int, Any], obs: torch.Tensor,
+             action: torch.Tensor, logp: torch.Tensor, value: torch.Tensor) -> None:
+        """Step ``t`` of every live slot: record, act in its env, its episode-boundary hooks, then the
+        episode bookkeeping of all slots at once."""
+        self.obs[t], self.actions[t], self.logp[t], self.values[t] = obs, action, logp, value
         self.valid[t] = ~self.reset_step
-        env_action = np.clip(action.numpy(), *self.bounds) if self.bounds else action.numpy()
-        obs, self.rewards[t], term, trunc, info = self.envs.step(env_action)
-        self.terminated[t], self.truncated[t] = hooks.episode_end(term, trunc)
-        self.obs = hooks.final_observation(obs, self.obs_buf[t].numpy(), trunc)
+        env_actions = np.clip(action.numpy(), *self.bounds) if self.bounds else action.numpy()
+        ended = np.zeros_like(self.reset_step)
+        monitors = {}
+        for i in live:
+            run = self.runs[i]
+            next_obs, self.rewards[t, i], term, trunc, info = run.envs.step(env_actions[i])
+            if run.episode_hooks:
+                self.terminated[t, i], self.truncated[t, i] = hooks[i].episode_end(term, trunc)
+                next_obs = hooks[i].final_observation(next_obs, self.obs[t, i].numpy(), trunc)
+            else:
+                self.terminated[t, i], self.truncated[t, i] = term, trunc
+            run.obs = next_obs
+            ended[i] = term | trunc
+            if ended[i].any():
+                monitors[i] = info["episode"]           # the env's own return (inside any fault wrapper)
 
         valid = self.valid[t]
         self.ep_return += self.rewards[t] * valid
         self.ep_length += valid
-        self.reset_step = term | trunc
-        done = self.reset_step & valid
-        if done.any():
-            self.finished_returns.extend(self.ep_return[done])
-            self.finished_lengths.extend(self.ep_length[done])
-            at_step = self.env_step + int(self.valid[: t + 1].sum())
-            monitor = info["episode"]
-            self.episodes += [{"update": update, "env_step": at_step, "return": float(self.ep_return[i]),
-                               "env_return": float(monitor["r"][i]), "length": int(self.ep_length[i])}
-                              for i in np.flatnonzero(done)]
-            self.ep_return[done], self.ep_length[done] = 0.0, 0
+        self.reset_step = ended
+        done = ended & valid
+        for i in monitors:
+            if not done[i].any():
+                continue
+            run, ends = self.runs[i], np.flatnonzero(done[i])
+            self.finished_returns[i].extend(self.ep_return[i, ends])
+            self.finished_lengths[i].extend(self.ep_length[i, ends])
+            at_step = run.env_step + int(self.valid[: t + 1, i].sum())
+            self.episodes[i] += [{"update": update, "env_step": at_step, "return": float(self.ep_return[i, j]),
+                                  "env_return": float(monitors[i]["r"][j]), "length": int(self.ep_length[i, j])}
+                                 for j in ends]
+        self.ep_return[done], self.ep_length[done] = 0.0, 0
 
-    def batch(self, hooks: Any, hp: Any, next_value: np.ndarray) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
-        """GAE (through the GAE and advantage hooks), the batch trained on, and the rollout's row part."""
-        self.env_step += int(self.valid.sum())
-        trained = np.ones_like(self.valid) if hooks.assumes_same_step_autoreset() else self.valid
-        self.rewards *= trained
-        self.terminated *= trained
-        self.truncated *= trained
-        values = self.value_buf.numpy()
-        advantages = hooks.gae(self.rewards, values, next_value, self.terminated, self.truncated, trained,
-                               hp.gamma, hp.gae_lambda)
+    def batch(self, i: int, hooks: Any, hp: Any, next_value: np.ndarray
+              ) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+        """Slot ``i``'s GAE (through its GAE and advantage hooks), the batch it trains on, and the
+        rollout's part of its row, as the loop computes them."""
+        run = self.runs[i]
+        valid, rewards = self.valid[:, i], self.rewards[:, i]
+        terminated, truncated = self.terminated[:, i], self.truncated[:, i]
+        run.env_step += int(valid.sum())
+        trained = np.ones_like(valid) if hooks.assumes_same_step_autoreset() else valid
+        rewards *= trained                    # reset steps carry no transition (in place: views)
+        terminated *= trained
+        truncated *= trained
+        values = self.values[:, i].numpy()
+        advantages = hooks.gae(rewards, values, next_value, terminated, truncated, trained, hp.gamma, hp.gae_lambda)
         returns = advantages + values
         advantages = hooks.advantages(advantages)
         v = torch.from_numpy(trained)
-        batch = {"obs": self.obs_buf[v], "actions": self.act_buf[v], "logp": self.logp_buf[v],
+        batch = {"obs": self.obs[:, i][v], "actions": self.actions[:, i][v], "logp": self.logp[:, i][v],
                  "adv": torch.from_numpy(advantages[trained]).float(),
                  "returns": torch.from_numpy(returns[trained]).float()}
         var_returns = float(returns[trained].var())
-        rets = self.finished_returns
-        row = {"env_step": self.env_step, "fault_active": self.fault.active,
-               "reward_mean": float(self.rewards[trained].mean()),
+        rets, lengths = self.finished_returns[i], self.finished_lengths[i]
+        row = {"env_step": run.env_step, "fault_active": run.fault.active,
+               "reward_mean": float(rewards[trained].mean()),
                "return_mean": float(np.mean(rets)) if rets else np.nan,
                "return_std": float(np.std(rets)) if rets else np.nan,
-               "length_mean": float(np.mean(self.finished_lengths)) if self.finished_lengths else np.nan,
+               "length_mean": float(np.mean(lengths)) if lengths else np.nan,
                "adv_mean": float(advantages[trained].mean()), "adv_std": float(advantages[trained].std(ddof=1)),
                "value_mean": float(values[trained].mean()),
                "explained_variance": (1 - float((returns - values)[trained].var()) / var_returns
@@ -462,6 +504,7 @@ def train_seeds(exps: Sequence[Experiment]) -> Iterator[list[dict | None]]:
     model = StackedActorCritic([r.model for r in runs])
     adam = SeedAdam(model.ordered(), len(runs), cfg.lr)
     T = cfg.n_steps
+    rollout = Rollout(runs, T, cfg.num_envs)
     n_updates = updates_planned(exps[0])
     try:
         for update in range(n_updates):
@@ -469,32 +512,32 @@ def train_seeds(exps: Sequence[Experiment]) -> Iterator[list[dict | None]]:
             if not live:
                 return
             begun = {i: begin_update(runs[i].fault, cfg, update, n_updates) for i in live}
-            for i in live:
-                runs[i].begin_rollout()
-                if cfg.norm_obs:
-                    runs[i].obs_norm.update_running_mean = begun[i][0].obs_norm_training()
+            hooks = {i: begun[i][0] for i in live}
+            if cfg.norm_obs:
+                for i in live:
+                    runs[i].obs_norm.update_running_mean = hooks[i].obs_norm_training()
 
             # ---- rollout: one batched forward pass per step for every slot --------------------
+            rollout.begin()
             for t in range(T):
                 obs = torch.as_tensor(np.stack([r.obs for r in runs]), dtype=torch.float32)
                 action, logp, value = model.act(obs, [r.noise for r in runs])
-                for i in live:
-                    runs[i].step(t, update, begun[i][0], obs[i], action[i], logp[i], value[i])
+                rollout.step(t, update, live, hooks, obs, action, logp, value)
 
             # ---- GAE and each slot's batch ----------------------------------------------------------
             with torch.no_grad():
                 next_value = model.value(torch.as_tensor(np.stack([r.obs for r in runs]),
                                                          dtype=torch.float32)).numpy()
-            parts = {i: runs[i].batch(begun[i][0], begun[i][1], next_value[i]) for i in live}
+            parts = {i: rollout.batch(i, hooks[i], begun[i][1], next_value[i]) for i in live}
 
             # ---- the clipped-surrogate update of every slot ---------------------------------------
             updated = ppo_update_seeds(model, adam, {i: parts[i][0] for i in live},
-                                       {i: begun[i][1] for i in live}, {i: begun[i][0] for i in live},
+                                       {i: begun[i][1] for i in live}, hooks,
                                        {i: runs[i].generator for i in live})
             out: list[dict | None] = [None] * len(runs)
             for i in live:
                 metrics, steps = updated[i]
-                out[i] = {"update": update, **parts[i][1], **metrics, "steps": steps, "episodes": runs[i].episodes}
+                out[i] = {"update": update, **parts[i][1], **metrics, "steps": steps, "episodes": rollout.episodes[i]}
                 runs[i].finished = bool(metrics["nonfinite"])
             yield out
     finally:
