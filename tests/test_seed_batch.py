@@ -14,6 +14,7 @@ import math
 
 import numpy as np
 import pytest
+import torch
 
 from harness.agents import ppo
 from harness.agents.ppo_seeds import train_seeds
@@ -38,10 +39,16 @@ def _same(a: dict, b: dict) -> list[str]:
 
 @pytest.mark.parametrize("env", ["cartpole", "pendulum"])
 def test_a_seed_does_not_depend_on_its_batch(tmp_path, env):
-    """Seed 6 trained with seeds 5 and 7 and trained alone: identical rows, steps and episodes."""
+    """Seed 6 trained with seeds 5 and 7 and trained alone: identical rows, steps and episodes (one
+    torch thread, as runs train: torch_threads=1)."""
     exps = [dataclasses.replace(_exp(tmp_path, f"env={env}", "fault=none", *SMALL), seed=s) for s in (5, 6, 7)]
-    together = [rows[1] for rows in train_seeds(exps)]
-    alone = [rows[0] for rows in train_seeds(exps[1:2])]
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        together = [rows[1] for rows in train_seeds(exps)]
+        alone = [rows[0] for rows in train_seeds(exps[1:2])]
+    finally:
+        torch.set_num_threads(threads)
     assert len(together) == len(alone) == 8
     for x, y in zip(together, alone):
         assert _same(x, y) == [], f"update {x['update']}: {_same(x, y)}"

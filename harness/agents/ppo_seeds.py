@@ -194,22 +194,20 @@ class SlotOptimizer:
 
 
 def clip_slots(params: list[nn.Parameter], max_norms: dict[int, float]) -> dict[int, float]:
-    """``clip_grad_norm_`` on each listed slot's gradients at once (its own max norm): each slot's
-    pre-clip total 2-norm; the other slots' gradients are untouched (scaled by exactly 1)."""
-    if not max_norms or params[0].grad is None:
+    """``clip_grad_norm_`` on each listed slot's gradients (its own max norm), slot by slot on the
+    slot's own views, so that a slot's norm (and rounding) does not depend on the other slots (a
+    reduction over the stacked ``[S, ...]`` gradients rounds differently with S); each slot's pre-clip
+    total 2-norm."""
+    if params[0].grad is None:
         return dict.fromkeys(max_norms, 0.0)
-    n = params[0].shape[0]
-    per_param = torch.stack([p.grad.reshape(n, -1).norm(dim=1) for p in params])     # [P, S]
-    total = per_param.norm(dim=0)                                                      # [S]
-    listed = torch.zeros(n, dtype=torch.bool)
-    listed[list(max_norms)] = True
-    limit = torch.ones(n)
-    limit[list(max_norms)] = torch.tensor(list(max_norms.values()), dtype=limit.dtype)
-    coef = torch.where(listed, torch.clamp(limit / (total + 1e-6), max=1.0), 1.0)
-    for p in params:
-        p.grad.mul_(coef.view(n, *([1] * (p.dim() - 1))))
-    totals = total.tolist()
-    return {s: totals[s] for s in max_norms}
+    out = {}
+    for s, max_norm in max_norms.items():
+        grads = [p.grad[s] for p in params]
+        total = torch.nn.utils.get_total_norm(grads, 2.0)
+        coef = torch.clamp(max_norm / (total + 1e-6), max=1.0)
+        torch._foreach_mul_(grads, coef)
+        out[s] = float(total)
+    return out
 
 
 def flat(params: list[nn.Parameter], slot: int) -> torch.Tensor:
