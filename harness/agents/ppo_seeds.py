@@ -42,7 +42,7 @@ from harness.agents.core import (
     minibatch_metrics,
     minibatches,
 )
-from harness.agents.networks import ActorCritic, categorical_logp_entropy
+from harness.agents.networks import LOG_2PI, ActorCritic, categorical_logp_entropy
 from harness.agents.ppo import updates_planned
 from harness.config import ConfigError, Experiment
 from harness.envs import make_vec_env
@@ -115,13 +115,13 @@ class StackedActorCritic(nn.Module):
         else:
             logp = self._gaussian_logp(out, action)
             log_std = self.stacked["log_std"]
-            entropy = (0.5 + 0.5 * math.log(2 * math.pi) + log_std).sum(-1, keepdim=True).expand(out.shape[:2])
+            entropy = (0.5 + 0.5 * LOG_2PI + log_std).sum(-1, keepdim=True).expand(out.shape[:2])
         return logp, entropy, self.value(obs)
 
     def _gaussian_logp(self, mean: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
         log_std = self.stacked["log_std"].unsqueeze(1)
         z = (action - mean) / log_std.exp()
-        return (-0.5 * z.pow(2) - log_std - 0.5 * math.log(2 * math.pi)).sum(-1)
+        return (-0.5 * z.pow(2) - log_std - 0.5 * LOG_2PI).sum(-1)
 
 
 # ---- per-slot optimisation: Adam state, gradient clipping, the optimizer the hooks see --------------
