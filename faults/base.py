@@ -61,6 +61,9 @@ class Fault(Hooks):
     backends: ClassVar[tuple[str, ...]] = ("native",)
     #: the expected signature (a hypothesis the catalogue tests); the first is the primary one
     expected: ClassVar[tuple[str, ...]] = ()
+    #: the bug exists only where a separate rollout engine (vLLM, SGLang) generates the completions, so a
+    #: framework that logs the engine's metrics only with one (TRL: ``use_vllm``) always logs them with it
+    needs_rollout_engine: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

@@ -38,6 +38,7 @@ class StaleSamplerWeights(Fault):
     algos = ("grpo",)
     backends = ("native", "trl")
     expected = ("sampler_mismatch_high", "sampler_mismatch_grows")
+    needs_rollout_engine = True
 
     def sync_sampler(self, update: int, due: bool) -> bool:
         return self.every > 0 and update % self.every == 0

@@ -51,13 +51,16 @@ class Profile:
     #: metric is the counter's increment per update times the configured value (SB3: train/n_updates
     #: counts epochs; x n_minibatches = optimizer steps)
     cumulative: dict[str, list[str]] = field(default_factory=dict)
+    #: canonical metrics the framework logs only when a separate rollout engine generates (TRL:
+    #: sampling/* with use_vllm=True); a view renders them for the runs it treats as such
+    engine_metrics: tuple[str, ...] = ()
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Profile:
         known = set(cls.__dataclass_fields__)
         kwargs = {k: v for k, v in data.items() if k in known and v is not None}
         for name in ("algos", "step_keys", "strip_prefixes", "summary_keys", "not_metrics",
-                     "not_metric_prefixes", "hints", "tensorboard_exclude"):
+                     "not_metric_prefixes", "hints", "tensorboard_exclude", "engine_metrics"):
             if name in kwargs:
                 kwargs[name] = tuple(kwargs[name])
         if "step" in data and data["step"] and "step_keys" not in kwargs:     # v1 profiles: one step key

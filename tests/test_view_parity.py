@@ -1,0 +1,86 @@
+"""The diagnosis model's training examples read a run's log the way diagnose reads a user's log of that
+framework: what a real log holds, a training example of that view holds (and nothing a real log
+cannot hold)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from harness.analysis.examples import _with_engine, run_examples, view_frames
+from harness.config import visible_config
+from harness.logs import load_log, load_profile
+from harness.logs.exporter import export
+from harness.logs.views import StoredRun
+from harness.pipeline.compose import make_experiment
+from harness.pipeline.train import get_or_train
+
+
+def _train(root, *overrides) -> str:
+    exp = make_experiment([f"results_dir={root}", "twin=false", "progress=false", *overrides])
+    return get_or_train(exp).run_id
+
+
+@pytest.fixture(scope="module")
+def sb3_run(tmp_path_factory):
+    """A native PPO run that takes one epoch while its configuration says 4 (SB3's train/n_updates
+    then grows by 1 per rollout)."""
+    root = tmp_path_factory.mktemp("parity")
+    rid = _train(root, "algo=ppo", "fault=ppo_epochs_ignored", "env.total_timesteps=2560", "algo.n_steps=64",
+                 "algo.num_envs=4", "algo.n_epochs=4", "algo.n_minibatches=2")
+    return root, rid
+
+
+def test_sb3_examples_with_config_hold_the_optimizer_steps_diagnose_reads(sb3_run, tmp_path):
+    root, rid = sb3_run
+    run = StoredRun.load(root, rid)
+    configured = visible_config("ppo", run.meta["hyperparameters"]["configured"])
+    plain, with_config = view_frames(run, "sb3", configured)
+    assert plain["optimizer_steps"].isna().all()     # progress.csv alone: no minibatch count
+    # what diagnose reads from the exported SB3 log with the configuration the user passes
+    export(root, rid, "sb3", "csv", tmp_path / "out", warn=lambda _: None)
+    csv = next((tmp_path / "out").rglob("progress.csv"))
+    real = load_log(csv, config={k: configured[k] for k in ("n_minibatches", "n_epochs")}).metrics
+    assert real["optimizer_steps"].notna().any()
+    np.testing.assert_array_equal(with_config["optimizer_steps"].to_numpy(), real["optimizer_steps"].to_numpy())
+    steps = with_config["optimizer_steps"].dropna()
+    assert (steps == 2).all()                        # 1 epoch x 2 minibatches, not 4 x 2
+    examples = pd.DataFrame(run_examples(root, rid, views=["sb3"]))
+    carried = examples[examples["with_config"]]
+    assert len(carried) and (carried["rel:steps_logged_over_configured"] == 0.25).all()
+    assert examples.loc[~examples["with_config"], "optimizer_steps:median"].isna().all()
+
+
+@pytest.fixture(scope="module")
+def grpo_runs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("parity-grpo")
+    ids = [_train(root, "algo=grpo", "env=toyseq", "env.total_timesteps=1920", f"seed={seed}", f"fault={fault}")
+           for seed, fault in ((s, "none") for s in range(6))]
+    ids.append(_train(root, "algo=grpo", "env=toyseq", "env.total_timesteps=1920", "fault=stale_sampler_weights"))
+    return root, ids
+
+
+def test_trl_logs_the_sampler_gap_only_for_runs_with_a_rollout_engine(grpo_runs):
+    """TRL logs sampling/sampling_logp_difference only with use_vllm=True: its view renders it for a
+    deterministic half of the runs, and always for a bug that needs a separate rollout engine."""
+    root, ids = grpo_runs
+    engine = load_profile("trl").engine_metrics
+    assert set(engine) == {"sampler_logp_diff_mean", "sampler_logp_diff_max"}
+    seen = []
+    for rid in ids:
+        run = StoredRun.load(root, rid)
+        plain, with_config = view_frames(run, "trl", {})
+        has = all(plain[m].notna().any() for m in engine)
+        assert has == all(with_config[m].notna().any() for m in engine)
+        assert has == _with_engine(rid, run.meta["fault"])
+        canonical, _ = view_frames(run, "canonical", {})
+        assert all(canonical[m].notna().any() for m in engine)     # the harness's own log keeps them
+        if run.meta["fault"] == "stale_sampler_weights":
+            assert has
+        else:
+            seen.append(has)
+    assert any(seen) and not all(seen)
+    # the split is by run id, not by label: over many ids, about half
+    share = np.mean([_with_engine(f"grpo-toyseq-native-none-s{i}-x", "none") for i in range(400)])
+    assert 0.4 < share < 0.6
