@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from harness.analysis.examples import _with_engine, run_examples, view_frames
+from harness.analysis.examples import _with_engine, framework_config, run_examples, view_frames
 from harness.config import visible_config
 from harness.logs import load_log, load_profile
 from harness.logs.exporter import export
@@ -84,3 +84,21 @@ def test_trl_logs_the_sampler_gap_only_for_runs_with_a_rollout_engine(grpo_runs)
     # the split is by run id, not by label: over many ids, about half
     share = np.mean([_with_engine(f"grpo-toyseq-native-none-s{i}-x", "none") for i in range(400)])
     assert 0.4 < share < 0.6
+
+
+def test_examples_carry_only_the_configuration_a_framework_log_carries(sb3_run, tmp_path):
+    """A CleanRL log carries its hyperparameters (the TensorBoard args text): the configuration a
+    training example of the cleanrl view carries is exactly what diagnose reads from that log; an SB3
+    example carries only what SB3's model zip holds (no harness-only settings such as anneal_lr)."""
+    root, rid = sb3_run
+    run = StoredRun.load(root, rid)
+    configured = visible_config("ppo", run.meta["hyperparameters"]["configured"])
+    export(root, rid, "cleanrl", "tensorboard", tmp_path / "cleanrl", warn=lambda _: None)
+    log = load_log(next(p for p in (tmp_path / "cleanrl").iterdir() if p.is_dir()))
+    assert framework_config("cleanrl", "ppo", configured) == log.config
+    sb3 = framework_config("sb3", "ppo", configured)
+    assert "anneal_lr" in configured and "anneal_lr" not in sb3 and "norm_obs" not in sb3
+    assert {"lr", "n_epochs", "n_minibatches", "clip_range"} <= set(sb3)
+    assert framework_config("canonical", "ppo", configured) == configured
+    examples = pd.DataFrame(run_examples(root, rid, views=["sb3", "cleanrl"]))
+    assert examples.loc[examples["with_config"], "cfg:anneal_lr"].isna().all()

@@ -50,7 +50,8 @@ ONSET_MARGIN = 1           # updates after the onset before a prefix counts as f
 #: example columns that are not model inputs (labels, bookkeeping, the sampled values, evidence)
 EVIDENCE_PREFIX = "ev:"
 #: what a cached example was computed with: the features' version and how the views are read
-#: (2: SB3's optimizer steps derived with the configuration; TRL's engine metrics on half the runs)
+#: (2: SB3's optimizer steps derived with the configuration; TRL's engine metrics on half the runs;
+#: the configuration limited to what the framework's log carries)
 EXAMPLES_VERSION = f"{FEATURE_VERSION}+views2"
 
 
@@ -67,6 +68,18 @@ def _with_engine(run_id: str, fault: str) -> bool:
     if cls is not None and cls.needs_rollout_engine:
         return True
     return hashlib.sha256(f"{run_id}/rollout-engine".encode()).digest()[0] % 2 == 0
+
+
+def framework_config(view: str, algo: str, configured: Mapping[str, Any]) -> dict[str, Any]:
+    """The part of a run's configuration a user's log of ``view``'s framework carries (what diagnose
+    reads from it: the profile's hyperparameters and derived settings); the harness's own log
+    (a profile that maps none) carries all of it."""
+    prof = load_profile(view)
+    if not prof.hyperparameters:
+        return dict(configured)
+    swap = {"ppo": {"num_iterations": "n_epochs"}, "grpo": {"n_epochs": "num_iterations"}}.get(algo, {})
+    keep = {swap.get(name, name) for name in prof.hyperparameters.values()} | set(prof.derived)
+    return {k: v for k, v in configured.items() if k in keep and v is not None}
 
 
 def view_frames(run: StoredRun, view: str, configured: Mapping[str, Any]) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -111,19 +124,20 @@ def run_examples(root: str | Path, run_id: str, views: Sequence[str] | None = No
     for view in views or VIEWS[algo]:
         if not applies(view, algo):
             continue
+        fw_config = framework_config(view, algo, configured)
         try:
-            plain, with_config = view_frames(run, view, configured)
+            plain, with_config = view_frames(run, view, fw_config)
         except ConfigError:          # nothing this framework would have logged (a run dead at update 0)
             continue
         if plain.empty:
             continue
         cuts = {prefix: max(1, int(round(len(plain) * prefix))) for prefix in prefixes}
-        verdicts = baseline_verdicts(with_config, algo, configured, tuple(cuts.values()))
+        verdicts = baseline_verdicts(with_config, algo, fw_config, tuple(cuts.values()))
         for prefix in prefixes:
             rows = cuts[prefix]
             upto = n_updates * rows / max(len(plain), 1)          # updates covered by the prefix
             before_onset = meta["fault"] != "none" and upto <= onset + ONSET_MARGIN
-            config = configured if _with_config(run_id, view, prefix) else {}
+            config = fw_config if _with_config(run_id, view, prefix) else {}
             space = meta.get("action_space") if view == "canonical" else None
             cut = (with_config if config else plain).iloc[:rows]
             observed = evidence.observe(cut, config)
