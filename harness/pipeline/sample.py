@@ -3,8 +3,8 @@
 The *space* (``hydra.sweeper.space`` in harness/conf/sweep/dataset.yaml) says, as data, what is drawn per
 run: a setup (algorithm config, env, backend, budget) by weight; every hyperparameter from a
 distribution covering CleanRL's, SB3/rl-zoo's, TRL's and verl's defaults and common tuned values;
-healthy (a share of the runs) or a fault applicable to the setup (the one drawn least often so far, so
-every fault gets about as many runs as the others), with its severity drawn from its
+healthy (a share of the runs) or a fault applicable to the setup (the one drawn least often so far for
+the setup's algorithm, so every fault gets about as many runs of each algorithm as the others), with its severity drawn from its
 own range; an onset (0, or a mid-run update in the first third of training); a seed. Constraints
 (a batch that leaves enough updates in the budget, minibatches of at least 2 samples) are met
 by redrawing.
@@ -206,11 +206,12 @@ class Space:
                 return trial
         return params
 
-    def _least_drawn(self, faults: list[str], rng: np.random.Generator) -> str:
-        """One of the applicable faults drawn least often so far (ties at random), so every fault gets
-        about as many runs as any other that applies to the same setups."""
-        fewest = min(self.drawn[f] for f in faults)
-        tied = [f for f in faults if self.drawn[f] == fewest]
+    def _least_drawn(self, algo: str, faults: list[str], rng: np.random.Generator) -> str:
+        """One of the applicable faults drawn least often so far for this algorithm (ties at random), so
+        every fault gets about as many runs of each algorithm it applies to as any other (a fault of
+        PPO and GRPO is not split between them: each framework view needs its own runs)."""
+        fewest = min(self.drawn[algo, f] for f in faults)
+        tied = [f for f in faults if self.drawn[algo, f] == fewest]
         return tied[int(rng.integers(len(tied)))]
 
     def _draw(self, index: int, rng: np.random.Generator, weights: np.ndarray) -> Spec:
@@ -218,7 +219,7 @@ class Space:
         hp, env = self._hyperparameters(setup, rng)
         faults = self.applicable_faults(setup)
         healthy = rng.random() < self.healthy_share or not faults or setup.get("healthy_only", False)
-        fault = "none" if healthy else self._least_drawn(faults, rng)
+        fault = "none" if healthy else self._least_drawn(setup["algo_name"], faults, rng)
         params = {k: draw(v, rng) for k, v in self.faults.get(fault, {}).items()}
         if fault != "none" and setup["backend"] == "sb3":
             params = self._sb3_form(fault, params)
@@ -232,7 +233,7 @@ class Space:
         The draws depend on the fault registry: adding a fault changes the sample."""
         rng = np.random.default_rng(seed)
         weights = np.array([float(s.get("weight", 1.0)) for s in self.setups])
-        self.drawn: collections.Counter[str] = collections.Counter()
+        self.drawn: collections.Counter[tuple[str, str]] = collections.Counter()
         specs = []
         for index in range(size):
             for _ in range(1000):       # a draw the fault's setting cannot run with is drawn again
@@ -245,7 +246,7 @@ class Space:
             else:
                 raise ConfigError(f"hydra.sweeper.space: no valid draw for run {index} in 1000 tries "
                                   "(a fault's setting clashes with the hyperparameter ranges)")
-            self.drawn[spec.fault] += 1
+            self.drawn[spec.setup["algo_name"], spec.fault] += 1
             if spec.fault != "none" and rng.random() < self.mid_onset_share:
                 spec = dataclasses.replace(spec, onset=int(rng.integers(1, max(2, n // 3 + 1))))
             specs.append(spec)
