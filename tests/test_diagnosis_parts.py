@@ -81,6 +81,28 @@ def test_exact_evidence(cols, config, item, expected):
     assert evidence.observe(frame(30, **cols), config)[item] == expected
 
 
+def test_too_many_generations_is_evidence_in_trl_logs_only():
+    """TRL logs the reward only on the optimizer step that generates: with num_iterations=2 a healthy
+    log has it on every other row; on every row, the configured iterations are not taken."""
+    every_other = [0.5 if i % 2 == 0 else np.nan for i in range(30)]
+    cfg = {"num_iterations": 2, "n_minibatches": 1}
+    trl = lambda reward, step=np.arange(1, 31): frame(30, reward_mean=reward, step=step)  # noqa: E731
+    assert evidence.observe(trl(0.5), cfg, "trl")["generations_too_many"] is True
+    assert evidence.observe(trl(every_other), cfg, "trl")["generations_too_many"] is False
+    assert evidence.observe(trl(0.5), {"num_iterations": 1, "n_minibatches": 1}, "trl")["generations_too_many"] is False
+    # 2 iterations x 2 minibatches: a healthy run generates on every 4th step, the bug on every 2nd
+    every_4th = [0.5 if i % 4 == 0 else np.nan for i in range(30)]
+    four = {"num_iterations": 2, "n_minibatches": 2}
+    assert evidence.observe(trl(every_other), four, "trl")["generations_too_many"] is True
+    assert evidence.observe(trl(every_4th), four, "trl")["generations_too_many"] is False
+    short = frame(5, reward_mean=[0.5, np.nan, 0.5, np.nan, 0.5], step=np.arange(1, 6))    # 3 seen, 2 expected
+    assert evidence.observe(short, four, "trl")["generations_too_many"] is False
+    assert evidence.observe(trl(0.5), {}, "trl")["generations_too_many"] is None                # config unknown
+    assert evidence.observe(trl(0.5, np.arange(10, 310, 10)), cfg, "trl")["generations_too_many"] is None  # logging_steps=10
+    assert evidence.observe(trl(0.5), cfg, "verl")["generations_too_many"] is None              # a row per update
+    assert evidence.observe(trl(0.5), cfg)["generations_too_many"] is None
+
+
 def test_evidence_updates_the_model_by_the_measured_rates():
     labels = np.array([HEALTHY] * 200 + ["shared_policy"] * 40 + ["lr_too_low"] * 40)
     fired = np.r_[np.zeros(200), np.ones(38), np.zeros(2), np.r_[np.ones(4), np.zeros(36)]]

@@ -5,7 +5,8 @@ is True, False, or None when the log or its configuration cannot tell (the metri
 the setting is unknown). They are the things an expert reads first: the importance ratio exactly 1
 (approx_kl or clip fraction exactly 0) while the configuration takes more than one optimizer step
 per batch; the reward exactly 0; the gradient exactly 0; the KL to the reference exactly 0 while
-beta > 0; every group's rewards identical.
+beta > 0; every group's rewards identical; (TRL) a generation on every optimizer step while the
+configuration generates on fewer steps.
 
 The diagnosis does not trust them by decree: the rate at which each item fires on every class
 (healthy and each fault) is measured on the training logs of the same framework view
@@ -44,6 +45,8 @@ class Evidence:
     name: str
     description: str
     test: Callable[[pd.DataFrame, Mapping[str, Any]], bool | None]
+    #: the framework views whose logs it can be read from (None: every view)
+    views: tuple[str, ...] | None = None
 
 
 def _ratio_pinned(frame: pd.DataFrame, config: Mapping[str, Any]) -> bool | None:
@@ -91,6 +94,25 @@ def _groups_uniform(frame: pd.DataFrame, config: Mapping[str, Any]) -> bool | No
     return None if share is None else share >= MOST
 
 
+def _generations_too_many(frame: pd.DataFrame, config: Mapping[str, Any]) -> bool | None:
+    """A log of one row per optimizer step (TRL's GRPOTrainer with logging_steps=1) whose generation
+    metrics (the reward) are on more rows than the configuration generates on: TRL appends them only
+    on the step that generates, once every num_iterations x steps_per_generation /
+    gradient_accumulation_steps optimizer steps, so a healthy run of ``n`` steps has ceil(n / that)
+    of them. Fires at >= 1.5 times that and at least 2 more. None when the rows are not one per
+    optimizer step (logging_steps > 1 averages the reward into every logged row)."""
+    steps = configured_steps(config)
+    if not math.isfinite(steps) or steps < 1 or "reward_mean" not in frame or "step" not in frame:
+        return None
+    step = pd.to_numeric(frame["step"], errors="coerce").to_numpy(dtype=float)
+    step = step[np.isfinite(step)]
+    if len(step) < 4 or float(np.median(np.diff(step))) != 1.0:
+        return None
+    expected = math.ceil(len(step) / steps)
+    seen = int(pd.to_numeric(frame["reward_mean"], errors="coerce").notna().sum())
+    return seen >= 1.5 * expected and seen >= expected + 2
+
+
 EVIDENCE: dict[str, Evidence] = {e.name: e for e in (
     Evidence("ratio_exactly_one", "the importance ratio is exactly 1 (approx_kl exactly 0; a log without it: the clip "
              "fractions exactly 0) on >= 90% of steps while the configuration takes more than one optimizer step per "
@@ -101,13 +123,18 @@ EVIDENCE: dict[str, Evidence] = {e.name: e for e in (
              _kl_ref_zero),
     Evidence("groups_all_uniform", "every group's rewards are identical on >= 90% of steps (advantages all 0)",
              _groups_uniform),
+    Evidence("generations_too_many", "the reward (logged on the optimizer step that generates) is on >= 1.5x "
+             "as many steps as the configuration generates on (once every num_iterations x steps_per_generation "
+             "optimizer steps; one log row per step)", _generations_too_many, views=("trl",)),
 )}
 
 
-def observe(frame: pd.DataFrame, config: Mapping[str, Any] | None) -> dict[str, bool | None]:
-    """Each evidence item on a log: True (fires), False, or None (the log cannot tell)."""
+def observe(frame: pd.DataFrame, config: Mapping[str, Any] | None, view: str = "canonical") -> dict[str, bool | None]:
+    """Each evidence item on a log in a framework ``view``: True (fires), False, or None (the log or
+    its view cannot tell)."""
     config = dict(config or {})
-    return {name: ev.test(frame, config) for name, ev in EVIDENCE.items()}
+    return {name: (ev.test(frame, config) if ev.views is None or view in ev.views else None)
+            for name, ev in EVIDENCE.items()}
 
 
 # ---- rates measured on training logs, and Bayes' rule ------------------------------------------------

@@ -140,7 +140,7 @@ def run_examples(root: str | Path, run_id: str, views: Sequence[str] | None = No
             config = fw_config if _with_config(run_id, view, prefix) else {}
             space = meta.get("action_space") if view == "canonical" else None
             cut = (with_config if config else plain).iloc[:rows]
-            observed = evidence.observe(cut, config)
+            observed = evidence.observe(cut, config, view)
             out.append({"run_id": run_id, "view": view, "prefix": prefix,
                         "label": HEALTHY if before_onset else label, "fault": meta["fault"],
                         "algo": algo, "env": meta["env"], "backend": meta["backend"], "seed": meta["seed"],

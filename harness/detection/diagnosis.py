@@ -119,7 +119,7 @@ def answer_frame(model: DiagnosisModel, frame: pd.DataFrame, config: dict[str, A
                  space: dict[str, Any] | None = None) -> Answer:
     """The model's answer on a canonical frame (a log, or the updates a monitor has seen so far)."""
     row = pd.DataFrame([features(frame, CANONICAL, model.algo, config, space, model.view)])
-    observed = evidence.observe(frame, config)
+    observed = evidence.observe(frame, config, model.view)
     ev = pd.DataFrame([{f"ev:{k}": (float("nan") if v is None else float(v)) for k, v in observed.items()}])
     return model.diagnose(row, ev, [len(frame)])[0]
 
