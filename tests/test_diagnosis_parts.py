@@ -76,6 +76,11 @@ def test_config_relative_features():
     ({"kl_ref": 0.0}, {"beta": 0.0}, "kl_ref_exactly_zero", False),
     ({"frac_reward_zero_std": 1.0}, {}, "groups_all_uniform", True),
     ({}, {}, "reward_exactly_zero", None),                                         # not logged
+    ({"optimizer_steps": 32.0}, {"n_epochs": 10, "n_minibatches": 32}, "optimizer_steps_short", True),  # 1 epoch of 10
+    ({"optimizer_steps": 320.0}, {"n_epochs": 10, "n_minibatches": 32}, "optimizer_steps_short", False),
+    ({"optimizer_steps": 32.0}, {"n_epochs": 10, "n_minibatches": 32, "target_kl": 0.01}, "optimizer_steps_short",
+     None),                                                                         # an early stop is healthy
+    ({"optimizer_steps": 32.0}, {}, "optimizer_steps_short", None),
 ])
 def test_exact_evidence(cols, config, item, expected):
     assert evidence.observe(frame(30, **cols), config)[item] == expected

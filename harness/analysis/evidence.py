@@ -5,7 +5,8 @@ is True, False, or None when the log or its configuration cannot tell (the metri
 the setting is unknown). They are the things an expert reads first: the importance ratio exactly 1
 (approx_kl or clip fraction exactly 0) while the configuration takes more than one optimizer step
 per batch; the reward exactly 0; the gradient exactly 0; the KL to the reference exactly 0 while
-beta > 0; every group's rewards identical; (TRL) a generation on every optimizer step while the
+beta > 0; every group's rewards identical; fewer optimizer steps than configured without a
+target_kl; (TRL) a generation on every optimizer step while the
 configuration generates on fewer steps.
 
 The diagnosis does not trust them by decree: the rate at which each item fires on every class
@@ -94,6 +95,18 @@ def _groups_uniform(frame: pd.DataFrame, config: Mapping[str, Any]) -> bool | No
     return None if share is None else share >= MOST
 
 
+def _steps_short(frame: pd.DataFrame, config: Mapping[str, Any]) -> bool | None:
+    """Fewer optimizer steps logged (or inferred from a counter: SB3's train/n_updates x minibatches)
+    than the configured epochs x minibatches on >= 90% of updates, while no target_kl is configured:
+    only an early stop on the KL can end a healthy update's epochs early. None when the log has no
+    step count, the configuration is unknown or it sets target_kl."""
+    steps = configured_steps(config)
+    if not math.isfinite(steps) or config.get("target_kl") is not None:
+        return None
+    share = _share(frame, "optimizer_steps", lambda c: c < steps - 0.5)
+    return None if share is None else share >= MOST
+
+
 def _generations_too_many(frame: pd.DataFrame, config: Mapping[str, Any]) -> bool | None:
     """A log of one row per optimizer step (TRL's GRPOTrainer with logging_steps=1) whose generation
     metrics (the reward) are on more rows than the configuration generates on: TRL appends them only
@@ -123,6 +136,9 @@ EVIDENCE: dict[str, Evidence] = {e.name: e for e in (
              _kl_ref_zero),
     Evidence("groups_all_uniform", "every group's rewards are identical on >= 90% of steps (advantages all 0)",
              _groups_uniform),
+    Evidence("optimizer_steps_short", "fewer optimizer steps per update than the configured epochs x minibatches "
+             "on >= 90% of updates (SB3: train/n_updates increments x minibatches) while no target_kl is set",
+             _steps_short),
     Evidence("generations_too_many", "the reward (logged on the optimizer step that generates) is on >= 1.5x "
              "as many steps as the configuration generates on (once every num_iterations x steps_per_generation "
              "optimizer steps; one log row per step)", _generations_too_many, views=("trl",)),
