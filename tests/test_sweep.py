@@ -150,3 +150,38 @@ def test_the_dataset_plan_is_trained_in_stratified_slices():
     assert {s.fault for s in first} == {"zero_reward", "none", "tiny_clip"}
     costs = [s.env["total_timesteps"] * (4 if s.setup["algo_name"] == "grpo" else 1) for s in first]
     assert costs == sorted(costs, reverse=True)
+
+
+def test_seed_batched_jobs_group_consecutive_seeds_of_a_cell():
+    from harness.pipeline.sweep import batch_jobs
+
+    cell = ["algo=ppo", "env=cartpole", "backend=native", "fault=tiny_clip", "twin=false", "progress=false",
+            "engine=seed_batched"]
+    mid = [*cell[:4], "fault.onset=3", *cell[4:]]
+    grpo = ["algo=grpo", "env=toyseq", "backend=native", "fault=none", "seed=0", "twin=false"]
+    jobs = [[*cell[:4], f"seed={s}", *cell[4:]] for s in (0, 1, 2, 4)] + [[*mid[:5], "seed=1", *mid[5:]], grpo]
+    out = batch_jobs(jobs)
+    assert grpo in out                                                    # the loop's runs: a job each
+    assert [*cell, "seed=0", "seeds=3"] in out and [*cell, "seed=4"] in out   # seed 3 is stored: two batches
+    assert [*mid, "seed=1"] in out                                        # another onset: another job
+    assert len(out) == 4
+
+
+@pytest.mark.slow
+def test_catalogue_sweep_trains_a_cells_seeds_as_one_batch(tmp_path):
+    args = ["-m", "+sweep=catalogue", f"results_dir={tmp_path}", "hydra.sweeper.engine=seed_batched",
+            "hydra.sweeper.seeds=3", "hydra.sweeper.faults=[none,tiny_clip]", "hydra.sweeper.controls=[]",
+            "hydra.sweeper.setups=[{algo:ppo,env:cartpole,backend:native}]", "hydra.sweeper.onsets=[0]",
+            "env.total_timesteps=6144", "algo.n_steps=64"]
+    out = harness(*args)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert "6 runs, 0 already stored" in out.stdout and "6 to train in 2 job(s)" in out.stdout
+    metas = list(RunStore(tmp_path).iter_metas())
+    assert sorted((m["fault"], m["seed"]) for m in metas) == [(f, s) for f in ("none", "tiny_clip") for s in range(3)]
+    for m in metas:
+        assert m["seed_batch"]["size"] == 3 and m["seed_batch"]["seeds"] == [0, 1, 2], m["seed_batch"]
+        assert m["config"]["engine"] == "seed_batched"
+    again = harness(*args)
+    assert again.returncode == 0 and "6 already stored" in again.stdout and "0 to train" in again.stdout
+    bad = harness(*args[:3], "hydra.sweeper.engine=vmap")
+    assert bad.returncode == 2 and "hydra.sweeper.engine='vmap'; valid choices: loop, seed_batched" in bad.stderr

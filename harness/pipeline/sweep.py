@@ -56,13 +56,20 @@ def mid_onset(fault: str, seed: int, n_updates: int) -> int:
     return 1 + digest % max(1, n_updates // 3)
 
 
+ENGINES = ("loop", "seed_batched")
+
+
 def plan(setups: Sequence[Setup], controls: Sequence[Setup], faults: Sequence[str] | str,
          seeds: int, algo_name: Callable[[Setup], str], extra: Sequence[str] = (),
-         onsets: Sequence[str] = ("0",), n_updates: Callable[[Setup], int] | None = None) -> list[list[str]]:
+         onsets: Sequence[str] = ("0",), n_updates: Callable[[Setup], int] | None = None,
+         engine: str = "loop") -> list[list[str]]:
     """Job override lists: each fault on every setup whose algorithm and backend it applies to,
     at each onset kind (fault=none is the healthy run, once; a fault that lives in a setting of its own,
     e.g. gradient accumulation, also gets healthy runs in that setting), and fault=none on every control;
-    ``seeds`` seeds each, longest jobs first."""
+    ``seeds`` seeds each, longest jobs first. ``engine=seed_batched``: native PPO runs are planned
+    with that engine (their seeds train as one computation, :func:`batch_jobs`); the rest keep the loop."""
+    if engine not in ENGINES:
+        raise ConfigError(f"hydra.sweeper.engine={engine!r}; valid choices: {', '.join(ENGINES)}")
     names = sorted(FAULTS) if faults == "all" else list(faults)
     unknown = [n for n in names if n not in FAULTS]
     if unknown:
@@ -88,12 +95,38 @@ def plan(setups: Sequence[Setup], controls: Sequence[Setup], faults: Sequence[st
     cases.sort(key=lambda case: _cost_rank(algo_name(case[0]), case[0]))
     jobs = []
     for setup, fault, setting in cases:
+        batched = engine == "seed_batched" and algo_name(setup) == "ppo" and setup.backend == "native"
+        how = ["engine=seed_batched"] if batched else []
         for onset in (onsets if fault != "none" else ("0",)):
             for seed in range(seeds):
                 at = [] if onset == "0" else [f"fault.onset={mid_onset(fault, seed, n_updates(setup))}"]
                 jobs.append([*setup.overrides(), f"fault={fault}", *setting, *at, f"seed={seed}", "twin=false",
-                             "progress=false", *extra])
+                             "progress=false", *how, *extra])
     return jobs
+
+
+def batch_jobs(jobs: Sequence[Sequence[str]]) -> list[list[str]]:
+    """The launcher's jobs for runs still to train: runs planned with ``engine=seed_batched`` that
+    differ only in consecutive seeds become one job (``seed=<first> seeds=<n>``: trained as one
+    computation, each seed stored as its own run); every other run stays a job of its own. A
+    launcher (joblib, Ray, SLURM) runs a batch as it runs any job."""
+    groups: dict[tuple[str, ...], list[int]] = {}
+    out: list[list[str]] = []
+    for job in jobs:
+        if "engine=seed_batched" not in job:
+            out.append(list(job))
+            continue
+        seed = int(next(o for o in job if o.startswith("seed="))[len("seed="):])
+        groups.setdefault(tuple(o for o in job if not o.startswith("seed=")), []).append(seed)
+    for case, seeds in groups.items():
+        seeds.sort()
+        start = 0
+        for i in range(1, len(seeds) + 1):
+            if i == len(seeds) or seeds[i] != seeds[i - 1] + 1:
+                n = i - start
+                out.append([*case, f"seed={seeds[start]}", *([f"seeds={n}"] if n > 1 else [])])
+                start = i
+    return out
 
 
 def _expressible(cls: type, trainer: Trainer) -> bool:
@@ -130,7 +163,7 @@ def plan_runs(settings: dict[str, Any], arguments: Sequence[str],
     jobs = plan(as_setups(settings["setups"]), as_setups(settings["controls"]), settings["faults"],
                 int(settings["seeds"]), lambda s: healthy(s).algo.name, extra=arguments,
                 onsets=list(settings.get("onsets") or ("0",)),
-                n_updates=lambda s: n_updates_planned(healthy(s)))
+                n_updates=lambda s: n_updates_planned(healthy(s)), engine=str(settings.get("engine", "loop")))
     experiments: dict[tuple[str, ...], Any] = {}
     runs = []
     for job in jobs:
