@@ -185,3 +185,41 @@ def test_catalogue_sweep_trains_a_cells_seeds_as_one_batch(tmp_path):
     assert again.returncode == 0 and "6 already stored" in again.stdout and "0 to train" in again.stdout
     bad = harness(*args[:3], "hydra.sweeper.engine=vmap")
     assert bad.returncode == 2 and "hydra.sweeper.engine='vmap'; valid choices: loop, seed_batched" in bad.stderr
+
+
+@pytest.mark.slow
+def test_catalogue_verdicts_agree_between_batched_and_loop_runs(tmp_path):
+    """Issue 23: the catalogue's verdicts and rates for a loud fault (shared_policy), a quiet one
+    (lr_too_low) and a telemetry one (metric_constant) agree whether a cell's seeds train one by one
+    or as one batched computation: the same verdict for every expected signature, and every firing
+    rate of the one inside the other's Wilson 95% interval (or both intervals overlapping)."""
+    import numpy as np
+
+    from harness.analysis.runs import RunSet
+    from harness.catalogue.protocol import evaluate_cell
+
+    common = ["hydra.sweeper.seeds=6", "hydra.sweeper.faults=[none,shared_policy,lr_too_low,metric_constant]",
+              "hydra.sweeper.controls=[]", "hydra.sweeper.setups=[{algo:ppo,env:cartpole,backend:native}]",
+              "hydra.sweeper.onsets=[0]", "env.total_timesteps=8192", "algo.n_steps=64"]
+    results = {}
+    for engine in ("loop", "seed_batched"):
+        root = tmp_path / engine
+        out = harness("-m", "+sweep=catalogue", f"results_dir={root}", f"hydra.sweeper.engine={engine}", *common)
+        assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+        rs = RunSet.load(root)
+        results[engine] = {c.info["fault"]: evaluate_cell(c, rs, np.random.default_rng(0), 2000) for c in rs.cells()}
+    loop, batched = results["loop"], results["seed_batched"]
+    assert sorted(loop) == sorted(batched) == ["lr_too_low", "metric_constant", "shared_policy"]
+    for fault in loop:
+        rows = {r.name: r for r in loop[fault].signatures}
+        for other in batched[fault].signatures:
+            mine = rows[other.name]
+            assert mine.verdict == other.verdict, (fault, other.name, mine.verdict, other.verdict)
+            for split in ("calibration", "held_out"):
+                for (group, a), (_, b) in zip(getattr(mine, split).items(), getattr(other, split).items()):
+                    if a.n and b.n:
+                        lo_a, hi_a = a.interval
+                        lo_b, hi_b = b.interval
+                        assert lo_a <= hi_b and lo_b <= hi_a, (fault, other.name, split, group, a, b)
+    for engine in results:        # not an agreement on nothing: the loud fault's signature separates under both
+        assert any(r.separates_calibration for r in results[engine]["shared_policy"].signatures if r.expected)
