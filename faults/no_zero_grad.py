@@ -1,12 +1,15 @@
 """``optimizer.zero_grad()`` is missing: gradients accumulate across minibatches (and updates).
 
-Reports (read): IDEA-Research/DN-DETR#19 ("It looks like you forgot optimizer.zero_grad() ... at
-each step you accumulate all gradients which were previously calculated"); pytorch#47175 ("It is
-easy to introduce an extremely nasty bug in your code by forgetting to call `zero_grad()` or calling
-it at the beginning of each epoch instead of the beginning of each iteration"); tenstorrent
-tt-blacksmith PR#711 ("we forgot to do `zero_grad` on optimizer after each optimizer step");
-huggingface/trl#583 (zero_grad at the wrong place under gradient accumulation: "reward/loss curves
-were looking way worse").
+Reports (read), none of them from an RL trainer (a transplant: the same PyTorch mistake in a PPO
+update loop): IDEA-Research/DN-DETR#19, object detection ("It looks like you forgot
+optimizer.zero_grad() ... at each step you accumulate all gradients which were previously
+calculated"); huggingface/transformers#340, a fine-tuning example script that never cleared
+gradients between minibatches ("that's a mistake indeed ... Fixed on master"); pytorch#47175 ("It
+is easy to introduce an extremely nasty bug in your code by forgetting to call `zero_grad()` or
+calling it at the beginning of each epoch instead of the beginning of each iteration"); tenstorrent
+tt-blacksmith PR#711 ("we forgot to do `zero_grad` on optimizer after each optimizer step"). The
+nearest RL report, huggingface/trl#583, is a misplaced zero_grad under gradient accumulation in
+TRL's PPO trainer ("reward/loss curves were looking way worse"), not a missing one.
 
 ``cleared="never"`` (default): the gradients are never cleared; ``"epoch"``: cleared once per epoch
 (pytorch#47175's variant), ``"update"``: once per update. Gradient clipping rescales the accumulated
@@ -32,8 +35,10 @@ class NoZeroGrad(Fault):
     name = "no_zero_grad"
     description = ("zero_grad is never called (SB3: through policy_kwargs optimizer_class): each minibatch's "
                    "gradient is added to all previous ones, so every step follows stale gradients")
-    provenance = ("DN-DETR#19 (\"you forgot optimizer.zero_grad() ... you accumulate all gradients\"); pytorch#47175 "
-                  "(\"an extremely nasty bug\"); tt-blacksmith PR#711; trl#583 (\"curves were looking way worse\")")
+    provenance = ("transplanted from non-RL training code: DN-DETR#19 (\"you forgot optimizer.zero_grad() ... you "
+                  "accumulate all gradients\"), transformers#340 (an example script, \"a mistake indeed\"), "
+                  "pytorch#47175 (\"an extremely nasty bug\"), tt-blacksmith PR#711; nearest RL report trl#583 "
+                  "(zero_grad misplaced under gradient accumulation, not missing)")
     algos = ("ppo",)
     backends = ("native", "sb3")
     expected = ('kl_high',)

@@ -1,4 +1,10 @@
-"""A clip range so small that almost every sample is clipped."""
+"""A clip range so small that almost every sample is clipped.
+
+Report (read): XueZeyue/DanceGRPO#47 "Question about clip_range": clip_range 1e-4 in its Hunyuan,
+Flux and SD recipes, inherited from DDPO ("I fork the 1e-4 from DDPO and leave it unchanged"); a
+user training Wan2.1 finds the ratios 1e-3 to 1e-4 away from 1, "so they always exceed clip_range".
+A recipe's clip range carried to a model whose ratios move more per step: the form users meet.
+"""
 
 from dataclasses import dataclass, replace
 from typing import Any
@@ -14,9 +20,8 @@ class TinyClip(Fault):
     name = "tiny_clip"
     description = ("the PPO clip range is tiny (1e-3 by default), so nearly every sample is clipped and the "
                    "policy barely moves")
-    provenance = ("synthetic: a clip range entered in the wrong unit (0.2 as 0.002) or copied from a recipe "
-                  "for a different ratio scale; no public report of this exact value was found. The "
-                  "post-training-toolkit heuristics flag clipfrac > 0.3 for this symptom")
+    provenance = ("DanceGRPO#47 (clip_range 1e-4 copied from DDPO; on Wan2.1 the ratios are 1e-3 to 1e-4 away "
+                  "from 1, 'so always exceed clip_range')")
     backends = ("native", "sb3", "trl")
     expected = ("clipfrac_saturated", "approx_kl_tiny")
 

@@ -42,6 +42,20 @@ def test_fault_has_config_docs_and_known_signatures(name):
         assert cls.expected, "a fault states its expected signature"
 
 
+def test_provenance_cites_reports_that_describe_the_bug():
+    """Issue 24 (fault audit): a citation names its repository and describes the bug, a report from
+    another field says it is a transplant, and a private source says it is not public."""
+    import re
+
+    for name, cls in FAULTS.items():   # no bare "issue 14": every report is owner/repo#N or repo#N
+        assert not re.search(r"(?<![\w/#-])issue \d+", cls.provenance.replace("this project's issue", "")), name
+    zero = FAULTS["zero_reward"].provenance
+    assert "3857" not in zero and "trl#3452" in zero          # trl#3857's rewards are non-zero (uniform groups)
+    assert "DanceGRPO#47" in FAULTS["tiny_clip"].provenance   # a clip range copied from DDPO's recipe
+    assert FAULTS["no_zero_grad"].provenance.startswith("transplanted")
+    assert "not public" in FAULTS["ratio_vs_reference"].provenance
+
+
 @pytest.mark.parametrize("name", sorted(FAULTS))
 def test_acts_on_names_exactly_the_hooks_the_fault_overrides(name):
     cls = FAULTS[name]
