@@ -7,6 +7,10 @@ numel(broadcast) / count_nonzero(loss_mask)"; "I measured **84x** inflation"; "M
 loss itself is unaffected"; the issue is closed). Here each sample's clip indicator and k3 term
 are broadcast against a per-dimension mask of ``width`` columns (RLinf's action_dim x chunks) and
 divided by the sample count, so both read ``width`` times too high; training is untouched.
+
+Transplanted: RLinf's policies emit action chunks (action_dim x num_action_chunks = 84 in the
+report); the harness's PPO policies emit one action, so ``width`` (84 by default, the report's
+measured inflation) stands for a chunked head this model does not have.
 """
 
 from dataclasses import dataclass
@@ -25,8 +29,9 @@ class ClipfracDenominatorWrong(Fault):
     kind = "telemetry"
     description = ("the logged clipfrac and approx_kl are a sum over a broadcast tensor divided by the un-broadcast "
                    "count: both read width x too high (84x in the report); training is healthy")
-    provenance = ("RLinf#1471 (actor/clip_fraction and approx_kl \"inflated by numel(broadcast) / "
-                  "count_nonzero(loss_mask)\", \"84x\"; metrics only)")
+    provenance = ("transplanted from a chunked-action policy: RLinf#1471 (actor/clip_fraction and approx_kl "
+                  "\"inflated by numel(broadcast) / count_nonzero(loss_mask)\", \"84x\"; metrics only); the "
+                  "harness's PPO has no action chunks, width=84 stands for them")
     algos = ("ppo",)
     backends = ("native",)
     expected = ('clipfrac_impossible',)

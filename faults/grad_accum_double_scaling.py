@@ -12,6 +12,10 @@ The bug lives in a config with gradient accumulation: ``accum_steps`` (default 4
 second time. Adam is invariant to the gradient's scale (up to its epsilon), so training is barely
 changed while the logged loss and gradient norm shrink by the count and gradient clipping engages
 later: expected to be faint. SB3's PPO has no gradient accumulation: not expressible there.
+
+Transplanted: the report is ms-swift's GRPO/DAPO trainer; here the same double division runs in the
+harness's PPO update (the harness's GRPO has its own accumulation fault,
+``grad_accum_microbatch_dropped``), so it tests whether the PPO metrics show a loss scaled by 1/G.
 """
 
 from dataclasses import dataclass
@@ -31,8 +35,9 @@ class GradAccumDoubleScaling(Fault):
     description = ("with gradient accumulation (setting: grad_accum = accum_steps) each micro-batch's loss is divided "
                    "by the accumulation count twice: gradients, logged loss and grad norm shrink by the count; Adam "
                    "hides most of it")
-    provenance = ("ms-swift#10117 (loss and gradient \"g/4\" at gradient_accumulation_steps=4, effective lr depends on "
-                  "it, logged loss divided by G); fixed by ms-swift PR#10116")
+    provenance = ("transplanted from GRPO/DAPO to PPO: ms-swift#10117 (loss and gradient \"g/4\" at "
+                  "gradient_accumulation_steps=4, effective lr depends on it, logged loss divided by G); fixed by "
+                  "ms-swift PR#10116")
     algos = ("ppo",)
     backends = ("native",)
     expected = ('grad_norm_small',)

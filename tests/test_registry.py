@@ -54,6 +54,9 @@ def test_provenance_cites_reports_that_describe_the_bug():
     assert "DanceGRPO#47" in FAULTS["tiny_clip"].provenance   # a clip range copied from DDPO's recipe
     assert FAULTS["no_zero_grad"].provenance.startswith("transplanted")
     assert "not public" in FAULTS["ratio_vs_reference"].provenance
+    for name in ("grad_accum_double_scaling", "clipfrac_denominator_wrong"):    # transplants say so
+        assert FAULTS[name].provenance.startswith("transplanted"), name
+    assert "stand-in" in FAULTS["logprob_off_by_one"].provenance
 
 
 @pytest.mark.parametrize("name", sorted(FAULTS))
