@@ -77,14 +77,26 @@ def read(cfg: DictConfig) -> LoadedLog:
     return log
 
 
+#: the command line's log, read and diagnosed once: the check before Hydra runs (validate) does the
+#: work, the command (app) prints it (reading a TRL checkpoint's training_args.bin imports transformers)
+_DONE: dict[str, tuple[LoadedLog, Diagnosis]] = {}
+
+
+def _diagnosed(cfg: DictConfig) -> tuple[LoadedLog, Diagnosis]:
+    key = OmegaConf.to_yaml({k: v for k, v in cfg.items() if k not in ("output", "top")})
+    if key not in _DONE:
+        log = read(cfg)
+        _DONE[key] = (log, diagnose_log(log, load_models(model_file(cfg)), cfg.n_actions, cfg.optimizer_steps))
+    return _DONE[key]
+
+
 def validate(cfg: DictConfig) -> None:
     if cfg.log is None:
         raise ConfigError("log=PATH is required (a TensorBoard run directory or event file, trainer_state.json, "
                           "progress.csv, a W&B export, a verl console log, or a CSV / JSON-lines log)")
     for note in settle(cfg):         # before the checks below, so it shows beside any error they raise
         print(note, file=sys.stderr)
-    log = read(cfg)
-    diagnose_log(log, load_models(model_file(cfg)), cfg.n_actions, cfg.optimizer_steps)
+    _diagnosed(cfg)
 
 
 def describe(log: LoadedLog, cfg: DictConfig) -> list[str]:
@@ -180,8 +192,7 @@ def as_json(cfg: DictConfig, log: LoadedLog, d: Diagnosis) -> dict[str, Any]:
 @hydra.main(config_path=str(CONF_DIR), config_name="diagnose", version_base=None)
 def app(cfg: DictConfig) -> None:
     settle(cfg)                      # its notes were printed when the command line was checked (validate)
-    log = read(cfg)
-    d = diagnose_log(log, load_models(model_file(cfg)), cfg.n_actions, cfg.optimizer_steps)
+    log, d = _diagnosed(cfg)
     if cfg.output == "json":
         print(json.dumps(as_json(cfg, log, d), indent=2, default=float))
         return
