@@ -181,7 +181,12 @@ NOT_TUNED = ("None of these logs was used for fitting or tuning the diagnosis: t
              "faulty were read (their entropy lay above every training log's, their learning rate started at exactly "
              "0); that led to native GRPO's warmup following transformers' schedulers (the first update at learning "
              "rate 0), token tasks with 5-40 digit vocabularies in the dataset, and every feature clipped to its "
-             "training range. Figures since then are not a clean test of those three changes on TRL's logs.")
+             "training range. Figures since then are not a clean test of those three changes on TRL's logs. A second "
+             "look, on 2026-11-24 (session 30), compared which features are present (not their values, not any "
+             "answer) in a sample of these logs against the training examples of the same view: SB3 logs give "
+             "optimizer steps that no training example had, TRL logs lack the sampler metrics every training example "
+             "had, and no real log has the harness-only settings every with-config example had; the views were "
+             "made to read a run as diagnose reads that framework's log. SB3's saved target_kl is now read.")
 
 
 # ---- labels -> logs to diagnose -----------------------------------------------------------------------
