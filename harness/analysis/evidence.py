@@ -6,8 +6,7 @@ the setting is unknown). They are the things an expert reads first: the importan
 (approx_kl or clip fraction exactly 0) while the configuration takes more than one optimizer step
 per batch; the reward exactly 0; the gradient exactly 0; the KL to the reference exactly 0 while
 beta > 0; every group's rewards identical; fewer optimizer steps than configured without a
-target_kl; (TRL) a generation on every optimizer step while the
-configuration generates on fewer steps.
+target_kl; (TRL) the reward logged on more optimizer steps than the configuration generates on.
 
 The diagnosis does not trust them by decree: the rate at which each item fires on every class
 (healthy and each fault) is measured on the training logs of the same framework view

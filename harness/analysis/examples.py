@@ -38,6 +38,7 @@ from harness.config import ALGO_SCHEMAS, ConfigError, visible_config
 from harness.detection.stream import baseline_verdicts
 from harness.hooks import HOOK_SITES, overridden
 from harness.logs import load_profile, to_canonical
+from harness.logs.canonical import setting_name
 from harness.logs.views import StoredRun, applies, render
 from harness.metrics import CANONICAL
 from harness.store import atomic_write_parquet
@@ -77,8 +78,7 @@ def framework_config(view: str, algo: str, configured: Mapping[str, Any]) -> dic
     prof = load_profile(view)
     if not prof.hyperparameters:
         return dict(configured)
-    swap = {"ppo": {"num_iterations": "n_epochs"}, "grpo": {"n_epochs": "num_iterations"}}.get(algo, {})
-    keep = {swap.get(name, name) for name in prof.hyperparameters.values()} | set(prof.derived)
+    keep = {setting_name(algo, name) for name in prof.hyperparameters.values()} | set(prof.derived)
     return {k: v for k, v in configured.items() if k in keep and v is not None}
 
 

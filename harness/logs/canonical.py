@@ -200,6 +200,16 @@ def _coerce(value: Any) -> Any:
     return value
 
 
+def setting_name(algo: str, name: str) -> str:
+    """A profile's harness name for a setting, in ``algo``'s terms: the passes over a batch are
+    ``n_epochs`` for PPO and ``num_iterations`` for GRPO, whichever the framework calls them."""
+    if algo == "ppo" and name == "num_iterations":
+        return "n_epochs"
+    if algo == "grpo" and name == "n_epochs":
+        return "num_iterations"
+    return name
+
+
 def map_config(profile: Profile, config: dict[str, Any], algo: str,
                overrides: dict[str, Any] | None = None) -> dict[str, Any]:
     """The log's hyperparameters in the harness's names (the schema's VISIBLE list), plus the user's
@@ -212,10 +222,7 @@ def map_config(profile: Profile, config: dict[str, Any], algo: str,
         target = names.get(key)
         if target is None:
             continue
-        if algo == "ppo" and target == "num_iterations":
-            target = "n_epochs"
-        if algo == "grpo" and target == "n_epochs":
-            target = "num_iterations"
+        target = setting_name(algo, target)
         value = _coerce(value)
         mapping = profile.values.get(target)
         if mapping is not None and str(value) in mapping:

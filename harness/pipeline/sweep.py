@@ -57,6 +57,7 @@ def mid_onset(fault: str, seed: int, n_updates: int) -> int:
 
 
 ENGINES = ("loop", "seed_batched")
+BATCHED = "engine=seed_batched"     # the override that marks a planned run for the seed-batched engine
 
 
 def plan(setups: Sequence[Setup], controls: Sequence[Setup], faults: Sequence[str] | str,
@@ -96,7 +97,7 @@ def plan(setups: Sequence[Setup], controls: Sequence[Setup], faults: Sequence[st
     jobs = []
     for setup, fault, setting in cases:
         batched = engine == "seed_batched" and algo_name(setup) == "ppo" and setup.backend == "native"
-        how = ["engine=seed_batched"] if batched else []
+        how = [BATCHED] if batched else []
         for onset in (onsets if fault != "none" else ("0",)):
             for seed in range(seeds):
                 at = [] if onset == "0" else [f"fault.onset={mid_onset(fault, seed, n_updates(setup))}"]
@@ -113,7 +114,7 @@ def batch_jobs(jobs: Sequence[Sequence[str]]) -> list[list[str]]:
     groups: dict[tuple[str, ...], list[int]] = {}
     out: list[list[str]] = []
     for job in jobs:
-        if "engine=seed_batched" not in job:
+        if BATCHED not in job:
             out.append(list(job))
             continue
         seed = int(next(o for o in job if o.startswith("seed="))[len("seed="):])
