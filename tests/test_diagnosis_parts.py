@@ -4,6 +4,7 @@ criterion, and the answer rule that never contradicts its own numbers."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -81,6 +82,15 @@ def test_config_relative_features():
     ({"optimizer_steps": 32.0}, {"n_epochs": 10, "n_minibatches": 32, "target_kl": 0.01}, "optimizer_steps_short",
      None),                                                                         # an early stop is healthy
     ({"optimizer_steps": 32.0}, {}, "optimizer_steps_short", None),
+    # the KL early stop on every update: counted steps where the log has them (SB3), else the logged
+    # approx_kl (CleanRL: the last minibatch's, compared with target_kl at each epoch's end)
+    ({"optimizer_steps": 32.0}, {"n_epochs": 10, "n_minibatches": 32, "target_kl": 1e-4}, "kl_stops_every_update",
+     True),
+    ({"optimizer_steps": 320.0}, {"n_epochs": 10, "n_minibatches": 32, "target_kl": 0.02}, "kl_stops_every_update",
+     False),
+    ({"approx_kl": 3e-3}, {"n_epochs": 4, "n_minibatches": 4, "target_kl": 1e-4}, "kl_stops_every_update", True),
+    ({"approx_kl": 3e-3}, {"n_epochs": 4, "n_minibatches": 4, "target_kl": 0.015}, "kl_stops_every_update", False),
+    ({"approx_kl": 3e-3}, {"n_epochs": 4, "n_minibatches": 4}, "kl_stops_every_update", None),    # no target_kl
 ])
 def test_exact_evidence(cols, config, item, expected):
     assert evidence.observe(frame(30, **cols), config)[item] == expected
@@ -235,3 +245,18 @@ def test_a_log_unlike_every_training_log_is_clipped_and_said():
     answers = model.diagnose(pd.concat([edge, beyond.assign(**{"cfg:lr": 1e-6})]), pd.DataFrame([{}, {}]), [20, 20])
     assert answers[0].unlike_training == {}
     assert answers[1].unlike_training == {"entropy": "above", "cfg:lr": "below"}
+
+
+def test_settings_to_check_come_from_every_run_of_a_fault():
+    """A misconfigured run holds the wrong gamma in its configuration (nothing differs from what is in
+    effect); an overridden one shows the change: the fault's settings are the union over its runs."""
+    from harness.analysis.examples import fault_settings
+    from harness.config import ALGO_SCHEMAS
+    base = {f.name: getattr(ALGO_SCHEMAS["ppo"](), f.name) for f in dataclasses.fields(ALGO_SCHEMAS["ppo"]) if f.init}
+    misconfigured = {"fault": "wrong_gamma", "algo": "ppo", "fault_params": {"gamma": 0.8, "gae_lambda": 0.95, "form": "misconfigured"},
+                     "hyperparameters": {"configured": {**base, "gamma": 0.8, "gae_lambda": 0.95}}}
+    overridden = {"fault": "wrong_gamma", "algo": "ppo", "fault_params": {"gamma": 0.8, "gae_lambda": 0.95, "form": "overridden"},
+                  "hyperparameters": {"configured": base}}
+    assert fault_settings([misconfigured]) == {"wrong_gamma": ()}
+    assert "gamma" in fault_settings([misconfigured, overridden])["wrong_gamma"]
+    assert fault_settings([overridden, misconfigured]) == fault_settings([misconfigured, overridden])

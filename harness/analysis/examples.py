@@ -52,8 +52,9 @@ ONSET_MARGIN = 1           # updates after the onset before a prefix counts as f
 EVIDENCE_PREFIX = "ev:"
 #: what a cached example was computed with: the features' version and how the views are read
 #: (2: SB3's optimizer steps derived with the configuration; TRL's engine metrics on half the runs;
-#: the configuration limited to what the framework's log carries)
-EXAMPLES_VERSION = f"{FEATURE_VERSION}+views2"
+#: the configuration limited to what the framework's log carries; ev8: the eighth evidence item,
+#: kl_stops_every_update)
+EXAMPLES_VERSION = f"{FEATURE_VERSION}+views2+ev8"
 
 
 def _with_config(run_id: str, view: str, prefix: float) -> bool:
@@ -223,10 +224,13 @@ def settings_to_check(meta: Mapping[str, Any]) -> tuple[str, ...]:
 
 
 def fault_settings(metas: Sequence[Mapping[str, Any]]) -> dict[str, tuple[str, ...]]:
-    """:func:`settings_to_check` of every fault, from the first stored run of each."""
-    out: dict[str, tuple[str, ...]] = {}
+    """:func:`settings_to_check` of every fault, over all its stored runs: a run of a "misconfigured"
+    form holds the wrong value in its configuration (nothing differs from what is in effect) and a
+    run configured where the bug changes nothing (beta 0 for a flipped KL sign) shows no change, so
+    one run alone can name nothing; the hyperparameters come first, the code last."""
+    found: dict[str, dict[str, None]] = {}
     for meta in metas:
         fault = meta.get("fault", "none")
-        if fault != "none" and fault not in out:
-            out[fault] = settings_to_check(meta)
-    return out
+        if fault != "none":
+            found.setdefault(fault, {}).update(dict.fromkeys(settings_to_check(meta)))
+    return {fault: tuple(sorted(names, key=lambda s: s.startswith("the code at "))) for fault, names in found.items()}
