@@ -102,3 +102,22 @@ def test_examples_carry_only_the_configuration_a_framework_log_carries(sb3_run, 
     assert framework_config("canonical", "ppo", configured) == configured
     examples = pd.DataFrame(run_examples(root, rid, views=["sb3", "cleanrl"]))
     assert examples.loc[examples["with_config"], "cfg:anneal_lr"].isna().all()
+
+
+def test_a_too_strict_target_kl_shows_in_the_cleanrl_and_sb3_views(tmp_path):
+    """The KL early stop on every update is read from what each framework logs: SB3's epoch counter
+    (optimizer steps with the configuration) and CleanRL's last-minibatch approx_kl against
+    target_kl; a run without target_kl cannot tell."""
+    from harness.analysis import evidence
+    rid = _train(tmp_path, "algo=ppo", "fault=target_kl_too_strict", "fault.form=misconfigured",
+                 "env.total_timesteps=2560", "algo.n_steps=64", "algo.num_envs=4", "algo.n_epochs=4",
+                 "algo.n_minibatches=2")
+    run = StoredRun.load(tmp_path, rid)
+    configured = visible_config("ppo", run.meta["hyperparameters"]["configured"])
+    for view in ("sb3", "cleanrl"):
+        config = framework_config(view, "ppo", configured)
+        assert config["target_kl"] == pytest.approx(1e-4)
+        _, with_config = view_frames(run, view, config)
+        assert evidence.observe(with_config, config, view)["kl_stops_every_update"] is True
+        without = {k: v for k, v in config.items() if k != "target_kl"}
+        assert evidence.observe(with_config, without, view)["kl_stops_every_update"] is None
