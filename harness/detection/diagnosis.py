@@ -116,10 +116,15 @@ def pick_model(models: dict[tuple[str, str], DiagnosisModel], algo: str, profile
 
 
 def answer_frame(model: DiagnosisModel, frame: pd.DataFrame, config: dict[str, Any],
-                 space: dict[str, Any] | None = None) -> Answer:
-    """The model's answer on a canonical frame (a log, or the updates a monitor has seen so far)."""
+                 space: dict[str, Any] | None = None, recent: int | None = None) -> Answer:
+    """The model's answer on a canonical frame (a log, or the updates a monitor has seen so far).
+    ``recent``: the exact evidence is also read on the last ``recent`` rows alone (an item fires when
+    it fires on either), so a bug that began mid-run shows once it has held for that many rows."""
     row = pd.DataFrame([features(frame, CANONICAL, model.algo, config, space, model.view)])
     observed = evidence.observe(frame, config, model.view)
+    if recent is not None and len(frame) > recent:
+        tail = evidence.observe(frame.iloc[-recent:], config, model.view)
+        observed = {k: (True if tail[k] else v) for k, v in observed.items()}
     ev = pd.DataFrame([{f"ev:{k}": (float("nan") if v is None else float(v)) for k, v in observed.items()}])
     return model.diagnose(row, ev, [len(frame)])[0]
 

@@ -102,7 +102,7 @@ def is_binary(path: Path) -> bool:
 
 
 # ---- TensorBoard ------------------------------------------------------------------------------
-def _text_config(text: str) -> dict[str, Any]:
+def text_config(text: str) -> dict[str, Any]:
     """A text summary holding hyperparameters: JSON (HF ``args``) or a |param|value| markdown table (CleanRL)."""
     try:
         obj = json.loads(text)
@@ -135,7 +135,7 @@ def read_events(files: list[Path], source: str) -> RawLog:
                 if plugin == "text":
                     strings = tensor_util.make_ndarray(value.tensor).flatten()
                     text = "\n".join(s.decode("utf-8", "replace") if isinstance(s, bytes) else str(s) for s in strings)
-                    config.update(_text_config(text))
+                    config.update(text_config(text))
                 elif plugin == "scalars" or value.HasField("simple_value"):
                     if value.HasField("simple_value"):
                         x = float(value.simple_value)
@@ -258,11 +258,17 @@ def sb3_model_config(directory: Path) -> dict[str, Any]:
                 data = json.loads(zf.read("data"))
         except (zipfile.BadZipFile, ValueError, OSError):
             continue
-        out = {k: v for k, v in data.items() if isinstance(v, (int, float, bool, str)) and not k.startswith("_")}
-        if number(out.get("n_steps")) and number(out.get("n_envs")):
-            out["rollout_size"] = int(out["n_steps"]) * int(out["n_envs"])
-        return out
+        return sb3_data_config(data)
     return {}
+
+
+def sb3_data_config(data: dict[str, Any]) -> dict[str, Any]:
+    """The constants of an SB3 model's saved "data" (JSON) and the rollout size they imply: what the
+    log's hyperparameters are read as (a live monitor reads the same from the model it watches)."""
+    out = {k: v for k, v in data.items() if isinstance(v, (int, float, bool, str)) and not k.startswith("_")}
+    if number(out.get("n_steps")) and number(out.get("n_envs")):
+        out["rollout_size"] = int(out["n_steps"]) * int(out["n_envs"])
+    return out
 
 
 def sibling_config(path: Path) -> dict[str, Any]:

@@ -1,0 +1,107 @@
+"""``rlfh-watch log=PATH [profile=auto] [interval=5] [idle=600] [output=text|json]``: follow a training
+log while another process writes it, and print an alarm when the diagnosis names a known bug.
+
+Each read gives the log so far in canonical form (:func:`harness.logs.load_log`, as diagnose reads
+it); when it has grown, the answer on it (:class:`harness.monitor.core.Monitor`, the alarm policy
+of the in-process monitors) is printed as one line, and an alarm in full when an answer naming a
+fault (or class) holds for ``patience`` reads. A log that does not exist yet, or has no complete row
+yet, is waited for. The command ends when the log has not grown for ``idle`` seconds, or on Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import hydra
+from omegaconf import DictConfig, OmegaConf
+
+from harness.commands.app import run_app
+from harness.config import CONF_DIR, ConfigError, did_you_mean
+from harness.logs import LoadedLog, load_log
+from harness.monitor.core import Alarm, Monitor
+
+OUTPUTS = ("text", "json")
+
+
+def validate(cfg: DictConfig) -> None:
+    if cfg.log is None:
+        raise ConfigError("log=PATH is required (the log to follow: a TensorBoard run directory or event file, "
+                          "trainer_state.json, progress.csv, a W&B export, a verl console log, CSV / JSON lines)")
+    if cfg.output not in OUTPUTS:
+        raise ConfigError(f"output={cfg.output!r}; {did_you_mean(cfg.output, OUTPUTS)}valid choices: text, json")
+    if not float(cfg.interval) > 0:
+        raise ConfigError(f"interval={cfg.interval}; seconds between reads must be > 0")
+    if float(cfg.idle) < 0:
+        raise ConfigError(f"idle={cfg.idle}; seconds without growth before stopping must be >= 0 (0: never stop)")
+    make_monitor(cfg)
+
+
+def make_monitor(cfg: DictConfig) -> Monitor:
+    return Monitor(cfg.profile.name, algo=cfg.algo, results_dir=cfg.results_dir, patience=int(cfg.patience),
+                   budget=1.0, emit=None)
+
+
+def read(cfg: DictConfig) -> LoadedLog | None:
+    """The log so far, or None while it does not exist or holds no complete row yet."""
+    if not Path(cfg.log).exists():
+        return None
+    try:
+        return load_log(cfg.log, cfg.profile.name, run=None if cfg.select is None else str(cfg.select),
+                        config=dict(OmegaConf.to_container(cfg.hp, resolve=True) or {}), algo=cfg.algo)
+    except ConfigError:
+        return None
+
+
+def show(cfg: DictConfig, log: LoadedLog, monitor: Monitor, alarms: list[Alarm]) -> None:
+    answer = monitor.last
+    if cfg.output == "json":
+        for alarm in alarms:
+            print(json.dumps({"log": str(cfg.log), **alarm.as_dict()}, default=float), flush=True)
+        return
+    if answer is not None:
+        name = answer.answer if answer.kind != "class" else f"one of {', '.join(answer.members)}"
+        print(f"{len(log.metrics)} steps: {name} (P(anomalous) = {answer.anomalous:.2f}, threshold "
+              f"{answer.threshold:.2f})", flush=True)
+    for alarm in alarms:
+        print(alarm.message(), flush=True)
+
+
+def follow(cfg: DictConfig, sleep: Any = time.sleep, clock: Any = time.monotonic) -> Monitor:
+    """Read the log every ``interval`` seconds until it has not grown for ``idle`` seconds."""
+    monitor = make_monitor(cfg)
+    seen, grew = -1, clock()
+    waiting_said = False
+    while True:
+        log = read(cfg)
+        if log is None and not waiting_said and cfg.output == "text":
+            print(f"waiting for {cfg.log} (no complete row yet)", flush=True)
+            waiting_said = True
+        if log is not None and len(log.metrics) != seen:
+            seen, grew = len(log.metrics), clock()
+            show(cfg, log, monitor, monitor.assess(log))
+        if float(cfg.idle) > 0 and clock() - grew > float(cfg.idle):
+            if cfg.output == "text":
+                names = ", ".join(a.answer for a in monitor.alarms) or "none"
+                print(f"stopped: {cfg.log} has not grown for {float(cfg.idle):g} s; alarms: {names}", flush=True)
+            return monitor
+        sleep(float(cfg.interval))
+
+
+@hydra.main(config_path=str(CONF_DIR), config_name="watch", version_base=None)
+def app(cfg: DictConfig) -> None:
+    try:
+        follow(cfg)
+    except KeyboardInterrupt:
+        print("stopped (Ctrl-C)", file=sys.stderr)
+
+
+def main() -> None:
+    run_app(app, config_name="watch", validate=validate)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,290 @@
+"""A live monitor: a run's metrics, as its framework logs them, streamed into the diagnosis while the
+run trains, and alarms a person can act on.
+
+Each logged row goes in under the framework's own names (:meth:`Monitor.log`, or
+:meth:`Monitor.scalar` for writers that log one value at a time); when a check is due, the rows so far
+are put in canonical form by the framework's profile exactly as a finished log would be
+(:func:`harness.logs.to_canonical`) and answered by the diagnosis model of that framework's view
+with its exact evidence (:func:`harness.detection.diagnosis.answer_frame`): the same answer
+``diagnose`` gives on the log written so far. An answer naming a fault (or a class of faults the log
+cannot tell apart, or "anomalous, cause unknown") on ``patience`` consecutive checks raises an
+:class:`Alarm` -- at once if exact evidence that shows the answer fired (on the whole log or on its
+last ``recent`` rows, so a bug begun mid-run counts from its onset), else only after ``warmup``
+rows and once it has held for ``hold`` rows: the model's answers on the first rows of a run (a
+learning-rate warm-up, a policy not yet moving) are less sure than on the logs it was fitted on,
+and near the threshold they flip between checks. An alarm carries the fault or class, its probability against the threshold, the evidence that fired
+with the rates the catalogue measured for it, the settings to check and the fault's description and
+provenance. Each answer alarms once.
+
+Checks cost tens of milliseconds; the monitor keeps its share of the run's wall time under
+``budget`` by skipping checks (a check is due when the time spent in checks is at most ``budget`` x
+the time since the first row), so the overhead is bounded by construction and the delay grows only
+when training steps are very fast.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from faults import FAULTS
+from harness.analysis.evidence import fire_rate
+from harness.analysis.model import HEALTHY, SHOWN, UNKNOWN, Answer, DiagnosisModel, load_models
+from harness.config import ConfigError
+from harness.detection.diagnosis import answer_frame, find_model, pick_model
+from harness.logs import LoadedLog, to_canonical
+from harness.logs.readers import RawLog, number, records_frame
+
+ANY = "any"                 # stop_on=any: stop at the first alarm
+PREFIX = "harness/"         # keys the monitor writes to the framework's logger (never read back)
+BUDGET = 0.03               # share of the run's wall time the checks may take
+PATIENCE = 2                # consecutive checks giving the same answer before it alarms
+WARMUP = 25                 # rows before an answer resting on the model alone may alarm
+HOLD = 10                   # rows an answer resting on the model alone must hold before it alarms
+RECENT = 10                 # the exact evidence is also read on this many last rows (a bug begun mid-run)
+
+
+@dataclass(frozen=True)
+class Alarm:
+    """What the monitor says when a check's answer names a fault (or a class, or "unknown")."""
+
+    row: int                               # canonical rows (updates / optimizer steps) seen
+    step: float                            # the framework's step of the last row
+    answer: str                            # the fault (the class's most probable member) or "unknown"
+    members: tuple[str, ...]               # the faults the log cannot tell apart (one: identified)
+    probability: float                     # of the answer's class
+    anomalous: float                       # P(a fault this log can show)
+    threshold: float
+    evidence: dict[str, dict[str, Any]]    # items that fired: description, rates on training logs
+    settings: tuple[str, ...]              # what to check
+    fix: dict[str, str]                    # fault -> its description and provenance
+
+    def message(self) -> str:
+        """The alarm in a few lines, for a terminal or a log."""
+        name = self.answer if len(self.members) <= 1 else f"one of {', '.join(self.members)}"
+        if self.answer == UNKNOWN:
+            name = "anomalous, cause unknown"
+        lines = [f"[harness] ALARM at row {self.row} (step {self.step:g}): {name} "
+                 f"(P = {self.probability:.2f}; P(anomalous) = {self.anomalous:.2f} >= threshold {self.threshold:.2f})"]
+        for item, ev in self.evidence.items():
+            rates = ", ".join(f"{c} {k}/{n}" for c, (k, n) in ev["rates"].items())
+            lines.append(f"  evidence: {item}: {ev['description']} (fired on training logs of this view: {rates})")
+        if self.settings:
+            lines.append(f"  check: {', '.join(self.settings)}")
+        for fault, text in self.fix.items():
+            lines.append(f"  {fault}: {text}")
+        return "\n".join(lines)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"row": self.row, "step": self.step, "answer": self.answer, "members": list(self.members),
+                "probability": self.probability, "anomalous": self.anomalous, "threshold": self.threshold,
+                "evidence": self.evidence, "settings": list(self.settings), "fix": self.fix}
+
+
+def fault_fix(fault: str) -> str:
+    """A fault's description and where it comes from (its provenance)."""
+    cls = FAULTS.get(fault)
+    return "" if cls is None else f"{cls.description}. Reports: {cls.provenance}"
+
+
+def check_stop_on(stop_on: str | None) -> str | None:
+    """``stop_on`` if it is None, ``any``, ``unknown`` or a fault name; else a one-line error."""
+    if stop_on in (None, ANY, UNKNOWN) or stop_on in FAULTS:
+        return stop_on
+    raise ConfigError(f"stop_on={stop_on!r}; valid: any, unknown or a fault name ({', '.join(sorted(FAULTS))})")
+
+
+def shown_by_evidence(answer: Answer) -> bool:
+    """Whether an evidence item that fired raises a member of the answer's odds against healthy
+    ``SHOWN`` times or more (the rates in the answer's evidence report)."""
+    for item in answer.evidence.values():
+        rates = item["rates"]
+        healthy = fire_rate(tuple(rates.get(HEALTHY, (0, 0))))
+        if any(fire_rate(tuple(rates[m])) >= SHOWN * healthy for m in (answer.members or (answer.answer,))
+               if m in rates):
+            return True
+    return False
+
+
+@dataclass
+class AlarmPolicy:
+    """Turns a sequence of answers into alarms: an answer naming a fault, a class or ``unknown`` on
+    ``patience`` consecutive checks alarms (one shown by exact evidence at once, one resting on the
+    model alone after ``warmup`` rows and ``hold`` rows of holding), once per answer; ``stop_on`` says
+    which alarms end the run."""
+
+    patience: int = PATIENCE
+    stop_on: str | None = None
+    warmup: int = WARMUP
+    hold: int = HOLD
+    alarms: list[Alarm] = field(default_factory=list)
+    should_stop: bool = False
+    _streak: tuple[tuple[str, ...], int, int] = ((), 0, 0)       # answer, checks, first row
+
+    def __post_init__(self) -> None:
+        if self.patience < 1:
+            raise ConfigError(f"patience={self.patience}; it must be at least 1")
+        if self.warmup < 0 or self.hold < 1:
+            raise ConfigError(f"warmup={self.warmup}, hold={self.hold}; rows before a model-only alarm must be "
+                              ">= 0 and rows it must hold >= 1")
+        check_stop_on(self.stop_on)
+
+    def see(self, answer: Answer, row: int, step: float) -> Alarm | None:
+        if answer.kind not in ("fault", "class", UNKNOWN):
+            self._streak = ((), 0, row)
+            return None
+        key = answer.members or (answer.answer,)
+        same = self._streak[0] == key
+        self._streak = (key, self._streak[1] + 1 if same else 1, self._streak[2] if same else row)
+        if self._streak[1] < self.patience or any(a.members == key or (a.answer,) == key for a in self.alarms):
+            return None
+        if not shown_by_evidence(answer) and (row < self.warmup or row - self._streak[2] + 1 < self.hold):
+            return None
+        members = answer.members or ()
+        alarm = Alarm(row=row, step=step, answer=answer.answer, members=members,
+                      probability=float(answer.class_probability if math.isfinite(answer.class_probability)
+                                        else answer.anomalous),
+                      anomalous=answer.anomalous, threshold=answer.threshold, evidence=answer.evidence,
+                      settings=answer.settings, fix={f: fault_fix(f) for f in members if f in FAULTS})
+        self.alarms.append(alarm)
+        if self.stop_on == ANY or self.stop_on == answer.answer or self.stop_on in members:
+            self.should_stop = True
+        return alarm
+
+
+class Monitor:
+    """Stream one run's logged rows (the framework's names) into the diagnosis; see the module doc.
+
+    ``profile``: the framework's dialect (sb3, cleanrl, trl, verl, canonical); ``algo``: ppo or grpo
+    (default: the profile's); ``config``: the run's hyperparameters in the framework's names (as its
+    log would carry them); ``model``: a diagnosis model file or catalogue directory (default: the
+    results directory's, else the one shipped in the package); ``budget``: the share of wall time
+    checks may take; ``patience``: consecutive checks an answer must hold; ``warmup``: rows before an
+    answer resting on the model alone may alarm; ``hold``: rows such an answer must hold; ``recent``: rows the exact evidence is also read on;
+    ``stop_on``: which alarm sets :attr:`should_stop` (a fault, ``unknown``, ``any``); ``emit``: where
+    alarm messages go (None: nowhere)."""
+
+    def __init__(self, profile: str, algo: str | None = None, config: Mapping[str, Any] | None = None,
+                 results_dir: str | Path = "results", model: str | Path | None = None, budget: float = BUDGET,
+                 patience: int = PATIENCE, stop_on: str | None = None, warmup: int = WARMUP, hold: int = HOLD,
+                 recent: int = RECENT, emit: Callable[[str], None] | None = print) -> None:
+        if not 0 < budget <= 1:
+            raise ConfigError(f"budget={budget}; the share of wall time for checks must be in (0, 1]")
+        self.profile, self.algo, self.budget = profile, algo, budget
+        self.config: dict[str, Any] = dict(config or {})
+        if recent < 1:
+            raise ConfigError(f"recent={recent}; the evidence window must hold at least 1 row")
+        self.recent = recent
+        self.policy = AlarmPolicy(patience=patience, stop_on=stop_on, warmup=warmup, hold=hold)
+        self.emit = emit
+        self._models = load_models(find_model(results_dir, model))
+        self._rows: list[tuple[float, float, str, float]] = []
+        self._n_logged = 0
+        self._checked_at = 0
+        self._start: float | None = None
+        self.spent = 0.0            # seconds spent in checks
+        self.checks = 0
+        self.last: Answer | None = None
+
+    # ---- what the run logs ------------------------------------------------------------------------
+    def set_config(self, config: Mapping[str, Any]) -> None:
+        """Hyperparameters (framework names) learnt after the monitor was made (e.g. a text summary)."""
+        self.config.update(config)
+
+    def log(self, step: float | None, values: Mapping[str, Any]) -> list[Alarm]:
+        """One logged row (the framework's keys and values; non-numbers and the monitor's own keys are
+        skipped); returns the alarms it raised (a check runs when one is due)."""
+        self.add_row(step, values)
+        return self.check_if_due()
+
+    def add_row(self, step: float | None, values: Mapping[str, Any]) -> None:
+        """Record one logged row without checking."""
+        if self._start is None:
+            self._start = time.perf_counter()
+        row = float(self._n_logged)
+        self._n_logged += 1
+        at = math.nan if step is None else float(step)
+        for key, value in values.items():
+            x = number(value)
+            if x is not None and not str(key).startswith(PREFIX) and "/" + PREFIX not in str(key):
+                self._rows.append((row, at, str(key), x))
+
+    def scalar(self, step: float | None, key: str, value: Any) -> None:
+        """One value logged on its own (TensorBoard's add_scalar): rows are grouped by step when read."""
+        if self._start is None:
+            self._start = time.perf_counter()
+        x = number(value)
+        if x is not None and not key.startswith(PREFIX):
+            self._rows.append((math.nan, math.nan if step is None else float(step), key, x))
+
+    # ---- checks -----------------------------------------------------------------------------------
+    def due(self) -> bool:
+        """A check is due when rows came in since the last one and the checks so far have taken at
+        most ``budget`` of the wall time since the first row."""
+        if len(self._rows) == self._checked_at:
+            return False
+        elapsed = time.perf_counter() - (self._start or time.perf_counter())
+        return self.spent <= self.budget * elapsed
+
+    def check_if_due(self) -> list[Alarm]:
+        return self.check() if self.due() else []
+
+    def canonical(self) -> LoadedLog:
+        """The rows so far in canonical form (what ``diagnose`` would read from the log written so far)."""
+        raw = RawLog(records_frame(self._rows), dict(self.config), f"live {self.profile} run", "memory")
+        return to_canonical(raw, self.profile, algo=self.algo)
+
+    def check(self) -> list[Alarm]:
+        """Answer on the rows so far; the alarms this answer raises (printed through ``emit``)."""
+        self._checked_at = len(self._rows)
+        if not self._rows:
+            return []
+        t = time.perf_counter()
+        try:
+            log = self.canonical()
+        except ConfigError:          # nothing this profile maps yet (e.g. only episode returns so far)
+            self.spent += time.perf_counter() - t
+            return []
+        raised = self.assess(log)
+        self.spent += time.perf_counter() - t
+        return raised
+
+    def assess(self, log: LoadedLog) -> list[Alarm]:
+        """The answer on a canonical log and the alarms it raises (also used by ``watch`` on files)."""
+        model: DiagnosisModel = pick_model(self._models, log.algo, log.profile)
+        answer = answer_frame(model, log.metrics, dict(log.config), recent=self.recent)
+        self.last = answer
+        self.checks += 1
+        step = float(log.metrics["step"].iloc[-1]) if "step" in log.metrics and len(log.metrics) else math.nan
+        alarm = self.policy.see(answer, len(log.metrics), step)
+        if alarm is None:
+            return []
+        if self.emit is not None:
+            self.emit(alarm.message())
+        return [alarm]
+
+    # ---- state ------------------------------------------------------------------------------------
+    @property
+    def alarms(self) -> list[Alarm]:
+        return self.policy.alarms
+
+    @property
+    def should_stop(self) -> bool:
+        return self.policy.should_stop
+
+    def overhead(self) -> float:
+        """Seconds in checks over the wall time since the first row."""
+        elapsed = time.perf_counter() - (self._start or time.perf_counter())
+        return self.spent / elapsed if elapsed > 0 else 0.0
+
+    def scalars(self) -> dict[str, float]:
+        """What the monitor writes to the framework's logger (under ``harness/``): P(anomalous) and the
+        threshold of the last check, and the number of alarms so far."""
+        if self.last is None:
+            return {}
+        return {f"{PREFIX}p_anomalous": float(self.last.anomalous), f"{PREFIX}threshold": float(self.last.threshold),
+                f"{PREFIX}alarms": float(len(self.alarms))}

@@ -1,0 +1,237 @@
+"""Live monitors: the diagnosis streamed while a run trains (harness.monitor), and the log follower
+(harness.watch), on real CleanRL output, SB3 training and a log written by another process."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from harness.config import ConfigError
+from harness.logs import load_log
+from harness.monitor.core import AlarmPolicy, Monitor
+
+DATA = Path(__file__).parent / "data"
+PAIR = DATA / "cleanrl_pair"
+
+
+def events(run: Path):
+    """The (kind, tag, value, step) of a TensorBoard run in write order: what the script logged."""
+    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+    from tensorboard.util import tensor_util
+
+    for event in EventFileLoader(str(next(run.rglob("events.out.tfevents.*")))).Load():
+        if not event.HasField("summary"):
+            continue
+        for v in event.summary.value:
+            if v.metadata.plugin_data.plugin_name == "text":
+                strings = tensor_util.make_ndarray(v.tensor).flatten()
+                yield "text", v.tag, "\n".join(s.decode() if isinstance(s, bytes) else str(s) for s in strings), event.step
+            else:
+                value = v.simple_value if v.HasField("simple_value") else float(tensor_util.make_ndarray(v.tensor))
+                yield "scalar", v.tag, value, event.step
+
+
+def replay(run: Path, writer, updates: int) -> None:
+    """Log a real CleanRL run's values again through ``writer``, up to its ``updates``-th update."""
+    seen = set()
+    for kind, tag, value, step in events(run):
+        if kind == "text":
+            writer.add_text(tag, value, step)
+            continue
+        if tag == "losses/value_loss":
+            seen.add(step)
+            if len(seen) > updates:
+                break
+        writer.add_scalar(tag, value, step)
+
+
+@pytest.mark.parametrize("name, alarm", [("shared_policy", "shared_policy"), ("healthy", None)])
+def test_cleanrl_writer_alarms_on_the_real_bug_and_not_on_the_healthy_run(name, alarm, tmp_path):
+    """CleanRL's ppo.py with shared old/new log-probs, and the same config healthy (real runs kept
+    under tests/data), logged again through the drop-in SummaryWriter: the first alarms naming
+    shared_policy within the first updates, the second never; the run directory it writes is still
+    CleanRL's log (diagnose reads the same metrics) plus the monitor's harness/ scalars."""
+    from harness.monitor.tensorboard import MonitoredSummaryWriter
+
+    run = next((PAIR / name).iterdir())
+    out = tmp_path / run.name
+    writer = MonitoredSummaryWriter(str(out), emit=None, stop_on="any", monitor={"budget": 1.0})
+    replay(run, writer, updates=25)
+    writer.close()
+    assert writer.monitor.config["update_epochs"] == "4"             # from the hyperparameters text
+    if alarm is None:
+        assert writer.alarms == [] and not writer.should_stop
+        assert writer.monitor.last.answer == "healthy"
+    else:
+        first = writer.alarms[0]
+        assert first.answer == alarm and first.row <= 12
+        assert "ratio_exactly_one" in first.evidence and writer.should_stop
+        assert "shared_policy" in first.fix and "Reports:" in first.fix["shared_policy"]
+    written = load_log(out)
+    original = load_log(run)
+    n = 25                      # (a 26th row holds the returns of the rollout logged before the stop)
+    assert len(written.metrics) >= n
+    for col in ("approx_kl", "clipfrac", "value_loss", "return_mean"):
+        np.testing.assert_allclose(written.metrics[col].to_numpy()[:n], original.metrics[col].to_numpy()[:n], rtol=1e-6)
+    assert any(k.startswith("harness/") for k in written.unused)
+
+
+def _answer(name, kind="fault", evidence=None):
+    from harness.analysis.model import Answer
+
+    return Answer(name, kind, {name: 0.9}, {name: 0.9}, anomalous=0.9, threshold=0.5, healthy_weight=1.0,
+                  unknown_threshold=0.35, members=(name,) if kind == "fault" else (), class_probability=0.9,
+                  evidence=evidence or {})
+
+
+def test_the_alarm_policy_waits_for_patience_and_alarms_once():
+    policy = AlarmPolicy(patience=2, stop_on="lr_too_low", warmup=0, hold=1)
+    assert policy.see(_answer("tiny_clip"), 1, 1.0) is None
+    assert policy.see(_answer("healthy", "healthy"), 2, 2.0) is None          # the streak is broken
+    assert policy.see(_answer("tiny_clip"), 3, 3.0) is None
+    alarm = policy.see(_answer("tiny_clip"), 4, 4.0)
+    assert alarm is not None and alarm.answer == "tiny_clip" and alarm.row == 4
+    assert policy.see(_answer("tiny_clip"), 5, 5.0) is None                   # once per answer
+    assert not policy.should_stop                                             # stop_on names another fault
+    policy.see(_answer("lr_too_low"), 6, 6.0)
+    assert policy.see(_answer("lr_too_low"), 7, 7.0) is not None and policy.should_stop
+
+
+def test_model_only_answers_wait_for_the_warmup_and_must_hold_evidence_alarms_at_once():
+    """An answer the exact evidence shows (its rate on the fault >= 4x the healthy rate) alarms after
+    ``patience`` checks at any row; one resting on the model alone only after ``warmup`` rows and
+    once it has held for ``hold`` rows."""
+    shown = {"ratio_exactly_one": {"description": "", "rates": {"healthy": [0, 300], "shared_policy": [30, 40]}}}
+    weak = {"ratio_exactly_one": {"description": "", "rates": {"healthy": [30, 300], "shared_policy": [4, 40]}}}
+    policy = AlarmPolicy(patience=2, warmup=25, hold=10)
+    assert [policy.see(_answer("shared_policy", evidence=weak), r, r) for r in (6, 7, 8)] == [None] * 3
+    policy = AlarmPolicy(patience=2, warmup=25, hold=10)
+    assert policy.see(_answer("shared_policy", evidence=shown), 6, 6) is None
+    assert policy.see(_answer("shared_policy", evidence=shown), 7, 7) is not None
+    policy = AlarmPolicy(patience=2, warmup=25, hold=10)
+    alarms = [policy.see(_answer("tiny_clip"), r, r) for r in range(20, 40)]
+    assert [a.row for a in alarms if a] == [29]                  # held rows 20-29, past the warm-up at 25
+
+
+@pytest.mark.parametrize("kwargs, message", [({"stop_on": "lr_too_hi"}, "stop_on='lr_too_hi'"),
+                                             ({"budget": 0.0}, "budget=0.0"), ({"patience": 0}, "patience=0")])
+def test_bad_options_are_one_line_errors(kwargs, message):
+    with pytest.raises(ConfigError, match=message):
+        Monitor("sb3", emit=None, **kwargs)
+
+
+WRITER = """
+import sys, time
+from torch.utils.tensorboard import SummaryWriter
+sys.path.insert(0, {tests!r})
+from test_monitor import events
+w = SummaryWriter({out!r}, flush_secs=1)
+last = None
+for kind, tag, value, step in events(__import__("pathlib").Path({run!r})):
+    if kind == "text":
+        w.add_text(tag, value, step)
+        continue
+    if tag == "losses/value_loss" and step != last:
+        last = step
+        w.flush()
+        time.sleep({pause})
+    w.add_scalar(tag, value, step)
+w.close()
+"""
+
+
+def test_watch_prints_the_alarm_while_the_writing_process_still_runs(tmp_path):
+    """Another process writes a CleanRL run (a real shared_policy run's values, an update every 0.25 s,
+    as torch's SummaryWriter writes them); ``python -m harness.watch`` on its directory prints the
+    alarm naming shared_policy before that process has finished."""
+    run = next((PAIR / "shared_policy").iterdir())
+    out = tmp_path / "runs" / "live"
+    script = WRITER.format(tests=str(Path(__file__).parent), out=str(out), run=str(run), pause=0.25)
+    writer = subprocess.Popen([sys.executable, "-c", script])
+    watch = subprocess.Popen([sys.executable, "-m", "harness.watch", f"log={out}", "interval=0.5", "idle=20"],
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines, alarmed_while_running = [], None
+    try:
+        deadline = time.monotonic() + 120
+        for line in watch.stdout:
+            lines.append(line)
+            if "ALARM" in line:
+                alarmed_while_running = writer.poll() is None
+                break
+            assert time.monotonic() < deadline, "".join(lines)
+    finally:
+        watch.kill()
+        writer.kill()
+        watch.wait()
+        writer.wait()
+    assert alarmed_while_running is True, "".join(lines)
+    assert "shared_policy" in lines[-1], "".join(lines)
+
+
+def test_watch_rejects_bad_input():
+    result = subprocess.run([sys.executable, "-m", "harness.watch", "log=x", "output=yaml"], capture_output=True,
+                            text=True)
+    assert result.returncode == 2 and "output='yaml'" in result.stderr
+    result = subprocess.run([sys.executable, "-m", "harness.watch"], capture_output=True, text=True)
+    assert result.returncode == 2 and "log=PATH is required" in result.stderr
+
+
+def _sb3_run(tmp_path, onset: int | None, updates: int):
+    """SB3's PPO on CartPole (4 epochs of 2 minibatches per rollout of 128 steps), with the
+    "fresh old log-probs" patch a user's RolloutBuffer subclass switches on after ``onset`` rollouts
+    (None: never): minibatches carry old log-probs recomputed with the current policy, so the ratio is
+    exactly 1 (shared_policy). The monitor stops training at a shared_policy alarm."""
+    import torch as th
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.buffers import RolloutBuffer
+    from stable_baselines3.common.logger import configure
+
+    from harness.monitor.sb3 import HarnessMonitor
+
+    class FreshOldLogProbs(RolloutBuffer):
+        policy = None
+        rollouts = 0
+
+        def reset(self):
+            super().reset()
+            self.rollouts += 1
+
+        def _get_samples(self, batch_inds, env=None):
+            samples = super()._get_samples(batch_inds, env)
+            if onset is None or self.rollouts <= onset:
+                return samples
+            with th.no_grad():
+                _, log_prob, _ = self.policy.evaluate_actions(samples.observations, samples.actions.long().flatten())
+            return samples._replace(old_log_prob=log_prob.flatten())
+
+    model = PPO("MlpPolicy", "CartPole-v1", n_steps=128, batch_size=64, n_epochs=4, seed=0, device="cpu",
+                rollout_buffer_class=FreshOldLogProbs)
+    model.rollout_buffer.policy = model.policy
+    model.set_logger(configure(str(tmp_path / "log"), ["csv"]))
+    monitor = HarnessMonitor(stop_on="shared_policy", emit=None, budget=1.0)
+    model.learn(128 * updates, callback=monitor)
+    return model, monitor
+
+
+def test_sb3_monitor_names_a_bug_switched_on_mid_run_and_stops_training(tmp_path):
+    model, monitor = _sb3_run(tmp_path, onset=5, updates=40)
+    assert monitor.monitor.config["n_epochs"] == 4 and monitor.monitor.config["rollout_size"] == 128
+    first = monitor.alarms[0]
+    assert first.answer == "shared_policy" and "ratio_exactly_one" in first.evidence
+    assert first.row <= 5 + 12                      # the last 10 rows hold the evidence, plus SB3's log lag
+    assert model.num_timesteps < 128 * 40           # stopped at the alarm
+
+
+def test_sb3_monitor_raises_no_alarm_on_the_same_config_healthy(tmp_path):
+    model, monitor = _sb3_run(tmp_path, onset=None, updates=30)
+    assert monitor.alarms == [] and model.num_timesteps >= 128 * 30
+    assert monitor.monitor.checks >= 20
+    import pandas as pd
+    progress = pd.read_csv(tmp_path / "log" / "progress.csv")
+    assert progress["harness/p_anomalous"].notna().sum() >= 20       # the monitor's values in SB3's own log
+    assert (progress["harness/p_anomalous"].dropna() < progress["harness/threshold"].dropna()).all()
