@@ -28,14 +28,14 @@ LAYERS: dict[str, int] = {
     "harness": 0, "harness.config": 0, "harness.hooks": 0, "harness.metrics": 0, "harness.store": 0,
     "harness.markdown": 0,
     "harness.agents": 1, "harness.envs": 1, "faults": 1, "harness.logs": 1, "harness.analysis": 1,
-    "harness.detection": 1, "harness.catalogue": 1,
+    "harness.detection": 1, "harness.catalogue": 1, "harness.monitor": 1,
     "harness.pipeline": 2, "harness.testing": 2, "harness.pytest_plugin": 2, "hydra_plugins": 2,
     "harness.commands": 3,
     # ``python -m harness.X`` shims: entry points (their command is imported under __main__ only)
-    "harness.diagnose": 3, "harness.evaluate": 3, "harness.export": 3,
+    "harness.diagnose": 3, "harness.evaluate": 3, "harness.export": 3, "harness.watch": 3,
 }
 LAYER_NAMES = {0: "leaves (config / hooks / metrics / store)", 1: "library (agents, envs, faults, logs, analysis, "
-               "detection, catalogue)", 2: "pipeline", 3: "commands"}
+               "detection, catalogue, monitor)", 2: "pipeline", 3: "commands"}
 
 #: modules allowed to import project modules inside functions, and why
 DEFERRED_OK = {

@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 LINKED = [*PAGES, ROOT / "results" / "README.md", ROOT / "benchmarks" / "realworld" / "README.md"]
 COMMANDS = {"harness": "config", "harness.diagnose": "diagnose", "harness.evaluate": "evaluate",
-            "harness.export": "export", "harness.catalogue": "catalogue"}
+            "harness.export": "export", "harness.catalogue": "catalogue", "harness.watch": "watch"}
 MARKER = re.compile(r"<!-- output of: (.+?) -->")
 PLACEHOLDER = re.compile(r"<!-- to be regenerated: (.+?) -->")
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
@@ -147,7 +147,7 @@ def is_cheap(b: Block) -> bool:
     if b.marker is None or not b.marker.startswith("python -m harness"):
         return False
     module, args = split(b.marker)
-    return module == "harness.diagnose" or "--help" in args or is_error_example(b)
+    return module in ("harness.diagnose", "harness.watch") or "--help" in args or is_error_example(b)
 
 
 def is_training(b: Block) -> bool:

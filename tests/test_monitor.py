@@ -235,3 +235,57 @@ def test_sb3_monitor_raises_no_alarm_on_the_same_config_healthy(tmp_path):
     progress = pd.read_csv(tmp_path / "log" / "progress.csv")
     assert progress["harness/p_anomalous"].notna().sum() >= 20       # the monitor's values in SB3's own log
     assert (progress["harness/p_anomalous"].dropna() < progress["harness/threshold"].dropna()).all()
+
+
+@pytest.fixture(scope="module")
+def trl_base(tmp_path_factory):
+    pytest.importorskip("trl")
+    from benchmarks.realworld import trl_runs
+
+    return trl_runs.base_model(tmp_path_factory.mktemp("trl-base"))
+
+
+def _trl_run(base, out, onset: int | None, steps: int = 40):
+    """TRL's GRPOTrainer with benchmarks/realworld's script setting (the tiny Llama warmed up on
+    sorting, correct + format rewards, num_iterations=2, offline), and a subclass that sets
+    ``self.num_iterations = 1`` from step ``onset`` on (None: never), a "speed-up after warm-up" left
+    in while the config still says 2: ppo_epochs_ignored."""
+    from datasets import Dataset
+    from transformers import PreTrainedTokenizerFast, PrinterCallback
+    from trl import GRPOConfig, GRPOTrainer
+
+    from benchmarks.realworld import trl_runs as T
+    from harness.monitor.trl import HarnessTrainerCallback
+
+    class Trainer(GRPOTrainer):
+        def training_step(self, *args, **kwargs):
+            if onset is not None and self.state.global_step >= onset:
+                self.num_iterations = 1
+            return super().training_step(*args, **kwargs)
+
+    args = GRPOConfig(output_dir=str(out), seed=0, max_steps=steps, logging_steps=1, report_to=[], save_strategy="no",
+                      disable_tqdm=True, use_cpu=True, bf16=False, gradient_checkpointing=False, learning_rate=T.LR,
+                      beta=0.0, loss_type="dapo", num_iterations=2, num_generations=T.NUM_GENERATIONS,
+                      per_device_train_batch_size=T.PROMPTS_PER_STEP * T.NUM_GENERATIONS,
+                      max_completion_length=T.N_DIGITS + 3, temperature=1.0, warmup_steps=T.WARMUP_STEPS)
+    trainer = Trainer(model=str(base), processing_class=PreTrainedTokenizerFast.from_pretrained(base), args=args,
+                      reward_funcs=[T.correct, T.format_reward], train_dataset=Dataset.from_list(T.make_dataset()))
+    trainer.remove_callback(PrinterCallback)
+    callback = HarnessTrainerCallback.attach(trainer, stop_on="any", emit=None, budget=1.0)
+    trainer.train()
+    return trainer, callback
+
+
+def test_trl_monitor_names_a_bug_switched_on_mid_run_and_stops_training(trl_base, tmp_path):
+    trainer, callback = _trl_run(trl_base, tmp_path, onset=10)
+    assert callback.monitor.config["num_iterations"] == 2
+    first = callback.alarms[0]
+    assert first.answer == "ppo_epochs_ignored" and "generations_too_many" in first.evidence
+    assert first.row <= 10 + 10
+    assert trainer.state.global_step < 40                        # control.should_training_stop
+
+
+def test_trl_monitor_raises_no_alarm_on_the_same_config_healthy(trl_base, tmp_path):
+    trainer, callback = _trl_run(trl_base, tmp_path, onset=None)
+    assert callback.alarms == [] and trainer.state.global_step == 40
+    assert callback.monitor.checks >= 30

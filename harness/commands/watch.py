@@ -2,7 +2,7 @@
 log while another process writes it, and print an alarm when the diagnosis names a known bug.
 
 Each read gives the log so far in canonical form (:func:`harness.logs.load_log`, as diagnose reads
-it); when it has grown, the answer on it (:class:`harness.monitor.core.Monitor`, the alarm policy
+it); when it has grown, the answers on its new prefixes (at most the last ``hold`` of them) (:class:`harness.monitor.core.Monitor`, the alarm policy
 of the in-process monitors) is printed as one line, and an alarm in full when an answer naming a
 fault (or class) holds for ``patience`` reads. A log that does not exist yet, or has no complete row
 yet, is waited for. The command ends when the log has not grown for ``idle`` seconds, or on Ctrl-C.
@@ -10,6 +10,7 @@ yet, is waited for. The command ends when the log has not grown for ``idle`` sec
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 import time
@@ -70,6 +71,14 @@ def show(cfg: DictConfig, log: LoadedLog, monitor: Monitor, alarms: list[Alarm])
         print(alarm.message(), flush=True)
 
 
+def new_prefixes(seen: int, rows: int, monitor: Monitor) -> range:
+    """The prefixes of a log grown from ``seen`` to ``rows`` rows to answer on: every new one, at most
+    as many as the alarm policy needs to see an answer hold (``patience`` answers over ``hold`` rows),
+    so a log read once, already complete, is judged as a monitor that saw it grow would judge it."""
+    need = max(monitor.policy.patience, monitor.policy.hold)
+    return range(max(seen + 1, rows - need + 1, 1), rows + 1)
+
+
 def follow(cfg: DictConfig, sleep: Any = time.sleep, clock: Any = time.monotonic) -> Monitor:
     """Read the log every ``interval`` seconds until it has not grown for ``idle`` seconds."""
     monitor = make_monitor(cfg)
@@ -81,8 +90,14 @@ def follow(cfg: DictConfig, sleep: Any = time.sleep, clock: Any = time.monotonic
             print(f"waiting for {cfg.log} (no complete row yet)", flush=True)
             waiting_said = True
         if log is not None and len(log.metrics) != seen:
+            if len(log.metrics) < seen:          # rewritten from the start (a new run in the same place)
+                monitor = make_monitor(cfg)
+                seen = 0
+            alarms = []
+            for rows in new_prefixes(seen, len(log.metrics), monitor):
+                alarms += monitor.assess(dataclasses.replace(log, metrics=log.metrics.iloc[:rows]))
             seen, grew = len(log.metrics), clock()
-            show(cfg, log, monitor, monitor.assess(log))
+            show(cfg, log, monitor, alarms)
         if float(cfg.idle) > 0 and clock() - grew > float(cfg.idle):
             if cfg.output == "text":
                 names = ", ".join(a.answer for a in monitor.alarms) or "none"
