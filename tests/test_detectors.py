@@ -5,10 +5,11 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import numpy as np
 import pandas as pd
 import pytest
 
-from harness.detection import Alarm
+from harness.detection import Alarm, RunInfo
 from harness.detection.config_aware import ConfigAwareDetector
 from harness.detection.folk import FolkDetector
 from harness.detection.scoring import evaluate
@@ -53,7 +54,7 @@ def test_onset_delay_and_alarms_before_onset(tmp_path):
 
 
 USER_DETECTOR = '''
-from harness.detection import Alarm
+from harness.detection import Alarm, RunInfo
 
 class ZeroRewardWatch:
     """A user's own detector: flags a reward that never moves from 0."""
@@ -102,3 +103,49 @@ def test_bad_evaluate_arguments_are_one_line(args, message, tmp_path):
 
 def test_alarm_is_a_plain_value():
     assert Alarm("x") == Alarm("x", None, 1.0)
+
+
+def _ptt_reference(rule, series):
+    """post-training-toolkit's ConditionEvaluator (heuristics/executor.py at 7ab9855), on a pandas Series."""
+    recent = series.tail(rule.window)
+    if rule.kind in ("<", ">"):
+        m = float(recent.mean())
+        return m < rule.value if rule.kind == "<" else m > rule.value
+    if rule.kind == "drop":
+        if len(series) < rule.window * 2:
+            return False
+        base = float(series.head(rule.window).mean())
+        return base != 0 and (base - float(recent.mean())) / abs(base) * 100 >= rule.value
+    if len(series) < rule.window:
+        return False
+    if len(series) <= rule.window + 5:
+        base = float(series.head(len(series) - 5).mean())
+    else:
+        base = float(series.iloc[:-5].rolling(rule.window, min_periods=rule.window // 2).mean().iloc[-1])
+    return not (pd.isna(base) or base == 0) and float(series.tail(5).max()) >= base * rule.value
+
+
+def test_ptt_rules_evaluate_as_post_training_toolkit_does():
+    from harness.detection.ptt import RULES, fires
+    rng = np.random.default_rng(0)
+    for _ in range(400):
+        n = int(rng.integers(1, 120))
+        values = rng.lognormal(0, 1, n) * rng.choice([0.01, 0.3, 1.0])
+        if rng.random() < 0.3:
+            values[-int(rng.integers(1, n + 1)):] *= rng.choice([0.1, 5.0])
+        for rule in RULES:
+            assert fires(rule, values) == _ptt_reference(rule, pd.Series(values)), (rule.name, n)
+
+
+def test_ptt_detector_waits_for_min_steps_and_names_its_rule():
+    from harness.detection.ptt import PostTrainingToolkitDetector
+    det = PostTrainingToolkitDetector()
+    det.reset(RunInfo(run_id="r", algo="ppo", env="", backend=""))
+    first = None
+    for i in range(40):
+        alarms = det.update(i, {"clipfrac": 0.5, "value_loss": 0.1})
+        if alarms and first is None:
+            first = (i, [a.symptom for a in alarms])
+    assert first == (29, ["yaml_clip_fraction_high"])          # min_steps 30
+    det.reset(RunInfo(run_id="r", algo="ppo", env="", backend=""))
+    assert all(not det.update(i, {"group_reward_std_mean": 0.0}) for i in range(60))   # a GRPO-only rule

@@ -288,9 +288,10 @@ def test_trl_plan_has_both_settings() -> None:
 # ---- evaluate.py's summaries, on synthetic per-log records (no diagnose runs) ------------------------------
 def log_record(fault: str, answer: str, anomalous: float, framework: str = "sb3", setting: str | None = None,
                log: str = "primary", members: tuple[str, ...] = (), probabilities: dict[str, float] | None = None,
-               folk: str | None = None, config_aware: str | None = None, error: str | None = None) -> dict:
-    """A record as evaluate.record() stores it; ``folk`` / ``config_aware``: None (no alarm), "" (an alarm
-    naming no fault) or the fault the strongest alarm names."""
+               folk: str | None = None, config_aware: str | None = None, ptt: str | None = None,
+               error: str | None = None) -> dict:
+    """A record as evaluate.record() stores it; ``folk`` / ``config_aware`` / ``ptt``: None (no alarm), ""
+    (an alarm naming no fault) or the fault the strongest alarm names."""
     diagnosis = {"error": error} if error else {
         "answer": answer, "kind": "class" if len(members) > 1 else ("fault" if members else answer),
         "class": list(members), "anomalous": anomalous, "threshold": 0.5, "cannot_show": ["obs_norm_frozen"],
@@ -298,7 +299,7 @@ def log_record(fault: str, answer: str, anomalous: float, framework: str = "sb3"
         "profile": evaluate.EXPECTED[framework]["profile"], "algo": evaluate.EXPECTED[framework]["algo"]}
     base = {"profile": evaluate.EXPECTED[framework]["profile"], "algo": evaluate.EXPECTED[framework]["algo"],
             **{name: {"alarmed": v is not None, "first": None if v is None else 0, "fault": v or None, "strongest": 0.5}
-               for name, v in (("folk", folk), ("config_aware", config_aware))}}
+               for name, v in (("folk", folk), ("config_aware", config_aware), ("ptt", ptt))}}
     return {"path": f"{framework}/{fault}-{answer}-{anomalous}", "framework": framework, "setting": setting,
             "group": evaluate.group_of(framework, setting), "log": log, "kind": evaluate.PRIMARY_KIND[framework],
             "fault": fault, "name": f"run-{fault}-{anomalous}", "can_show": evaluate.can_show(framework, fault),

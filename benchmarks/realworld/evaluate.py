@@ -14,7 +14,7 @@ settings, ``trl-harness`` from trl_backend_logs.py; any other directory is skipp
   ``checkpoint-*/trainer_state.json`` — plus the TensorBoard run directory of a subset fixed in
   advance (SB3 on CartPole-v1 and Pendulum-v1, TRL seeds 0 and 1);
 - the baselines on the same log: it is read with ``harness.logs.load_log`` (auto profile, the
-  reading diagnose does) and the rule sets ``folk`` and ``config_aware`` are streamed over its
+  reading diagnose does) and the rule sets ``folk``, ``config_aware`` and ``ptt`` are streamed over its
   canonical metrics with its hyperparameters (``harness.detection.stream.baseline_verdicts``);
   ``always_healthy`` and ``flag_everything`` need no reading.
 
@@ -161,8 +161,10 @@ PRIMARY_KIND = {"sb3": "progress.csv", "cleanrl": "tensorboard", "trl": "trainer
                 "trl-harness": "trainer_state.json"}
 #: TRL's settings (labels' "setting"), each reported as its own row beside TRL as a whole
 SETTINGS = {"script": "trl (script)", "trl_defaults": "trl (defaults)"}
-DETECTORS = ("diagnosis", "always_healthy", "flag_everything", "folk", "config_aware")
-RULES = ("folk", "config_aware")
+#: the rule sets streamed beside the diagnosis (harness.analysis.scores.RULE_SETS; tests/test_realworld.py
+#: keeps the two in step): the folk rules, the config-aware rules, post-training-toolkit's heuristics
+RULES = ("folk", "config_aware", "ptt")
+DETECTORS = ("diagnosis", "always_healthy", "flag_everything", *RULES)
 HEALTHY = "healthy"
 ERROR = "error"
 #: what each of SB3, CleanRL and TRL must reach on its primary logs (top-1 and class-level on the faults
@@ -310,7 +312,7 @@ def diagnose(path: Path, catalogue: Path | str = DEFAULT_CATALOGUE, timeout: flo
 
 def baselines(path: Path) -> dict[str, Any]:
     """The rule baselines on one log, read as diagnose reads it (``load_log``, auto profile): for each
-    of ``folk`` and ``config_aware`` whether it alarmed, its first alarm's update, the fault its
+    of the rule sets (``RULES``) whether it alarmed, its first alarm's update, the fault its
     strongest alarm names and that alarm's score; or {"error": one line}."""
     from harness.detection.stream import baseline_verdicts
     from harness.logs import load_log
@@ -597,7 +599,8 @@ def render(summary: dict[str, Any], meta: dict[str, Any]) -> str:
              "right when detected (top-1 among those called anomalous); on the faults the framework's log can show "
              "(no \"cannot reveal\" entry below, decided from what the framework logs before looking at any answer) "
              "and on all. Baselines: `always_healthy`, `flag_everything` (alarms on every log, names nothing), and "
-             "the rule sets `folk` and `config_aware` streamed over the same logs as diagnose reads them (alarmed at "
+             "the rule sets `folk`, `config_aware` and `ptt` (post-training-toolkit's heuristics, reimplemented from its "
+             "published rules: harness/detection/ptt.py) streamed over the same logs as diagnose reads them (alarmed at "
              "all; the fault their strongest alarm names). Logs: `primary` is the log the framework's label points "
              "at (SB3 progress.csv, CleanRL's TensorBoard run directory, TRL's trainer_state.json), `tensorboard` "
              "the TensorBoard run of a subset fixed in advance. Every detector is scored on the same logs: those "
@@ -642,14 +645,15 @@ def render(summary: dict[str, Any], meta: dict[str, Any]) -> str:
               "\"said cannot show\": diagnose listed the fault among those this log cannot show. For healthy logs "
               "top-1 is healthy called healthy.", "",
               "| framework | log | fault | can show | in registry | logs | top-1 | class-level | said cannot show | "
-              "folk top-1 | config_aware top-1 | answers | errors |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+              + "".join(f"{name} top-1 | " for name in RULES) + "answers | errors |",
+              "|---|---|---|---|---|---|---|---|---|" + "---|" * len(RULES) + "---|---|"]
     for r in summary["per_fault"]:
         answers = ", ".join(f"{a} {n}" for a, n in r["answers"].items())
         ok = r["n"] - r["errors"]
         lines.append(f"| {r['framework']} | {r['log']} | {r['fault']} | {'yes' if r['can_show'] else 'no'} | "
                      f"{'yes' if r['known'] else 'no'} | {r['n']} | {r['top1']}/{ok} | {r['class_level']}/{ok} | "
-                     f"{r['said_cannot_show']} | {r['folk_top1']}/{ok} | {r['config_aware_top1']}/{ok} | {answers} | "
-                     f"{r['errors']} |")
+                     f"{r['said_cannot_show']} | " + "".join(f"{r[f'{name}_top1']}/{ok} | " for name in RULES)
+                     + f"{answers} | {r['errors']} |")
     lines += ["", "## Confusion (primary logs): what each fault was taken for", ""]
     for group, faults in summary["confusion"].items():
         for fault, answers in faults.items():

@@ -12,7 +12,7 @@ lengths.
   model as healthy.
 - Each example also records the exact evidence observed in it (``ev:<item>``: 1, 0 or NaN,
   :mod:`harness.analysis.evidence`), whose rates per class the model measures, and what the rule
-  baselines (``folk``, ``config_aware``) streamed over the same log said (``baseline.<name>.*``), so
+  baselines (``folk``, ``config_aware``, ``ptt``) streamed over the same log said (``baseline.<name>.*``), so
   every score stands beside them.
 
 No column identifies the fault to the model: the features of a stored run are those of its exported log.

@@ -109,7 +109,7 @@ def baselines(test: pd.DataFrame, known: set[str]) -> dict[str, list[sc.Judged]]
     labels = test["label"].tolist()
     is_known = [lab in known for lab in labels]
     out = {name: sc.trivial(labels, name, is_known) for name in ("always_healthy", "flag_everything")}
-    for name in ("folk", "config_aware"):
+    for name in sc.RULE_SETS:
         if f"baseline.{name}.alarmed" in test:
             out[name] = sc.from_rules(labels, test[f"baseline.{name}.alarmed"].tolist(),
                                       test[f"baseline.{name}.fault"].fillna("").tolist(), is_known)

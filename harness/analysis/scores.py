@@ -14,7 +14,7 @@ Attribution (faulty logs of faults the model knows):
   ``right_when_detected``: top-1 among the faulty logs called anomalous.
 
 Baselines: ``always_healthy``, ``flag_everything`` (alarms on every log, names nothing), and the rule
-sets ``folk`` and ``config_aware`` streamed over the same logs (alarmed at all; the fault their
+sets ``folk``, ``config_aware`` and ``ptt`` (post-training-toolkit's heuristics) streamed over the same logs (alarmed at all; the fault their
 strongest alarm names).
 """
 
@@ -32,7 +32,10 @@ from harness.analysis.stats import auroc
 HEALTHY = "healthy"
 #: answers that do not call the log anomalous
 NOT_ANOMALOUS = (HEALTHY, "too_short")
-BASELINES = ("always_healthy", "flag_everything", "folk", "config_aware")
+#: the rule sets streamed over the same logs (harness.detection.stream.BASELINES, by name: analysis
+#: sits below detection): the folk rules, the config-aware rules, post-training-toolkit's heuristics
+RULE_SETS = ("folk", "config_aware", "ptt")
+BASELINES = ("always_healthy", "flag_everything", *RULE_SETS)
 
 
 @dataclass(frozen=True)

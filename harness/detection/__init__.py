@@ -17,6 +17,7 @@ from harness.detection.base import Alarm, Detector, RunInfo
 #: the reference detectors that ship with the harness (harness/conf/detector/<name>.yaml)
 REFERENCE = {"folk": "harness.detection.folk.FolkDetector",
              "config_aware": "harness.detection.config_aware.ConfigAwareDetector",
+             "ptt": "harness.detection.ptt.PostTrainingToolkitDetector",
              "learned": "harness.detection.learned.LearnedDetector"}
 
 __all__ = ["REFERENCE", "Alarm", "Detector", "RunInfo"]

@@ -12,10 +12,12 @@ import pandas as pd
 from harness.detection.base import Alarm, Detector, RunInfo
 from harness.detection.config_aware import ConfigAwareDetector
 from harness.detection.folk import FolkDetector
+from harness.detection.ptt import PostTrainingToolkitDetector
 from harness.metrics import CANONICAL
 
 #: the rule-based baselines every diagnosis score stands beside
-BASELINES: dict[str, type] = {"folk": FolkDetector, "config_aware": ConfigAwareDetector}
+BASELINES: dict[str, type] = {"folk": FolkDetector, "config_aware": ConfigAwareDetector,
+                              "ptt": PostTrainingToolkitDetector}
 
 
 @dataclass(frozen=True)
