@@ -26,7 +26,7 @@ PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 RESULTS_MODEL = ROOT / "results" / "catalogue" / "model"
 SCRIPTS = {"rlfh": "harness.commands.run:main", "rlfh-diagnose": "harness.commands.diagnose:main",
            "rlfh-evaluate": "harness.commands.evaluate:main", "rlfh-export": "harness.commands.export:main",
-           "rlfh-catalogue": "harness.commands.catalogue:main"}
+           "rlfh-catalogue": "harness.commands.catalogue:main", "rlfh-watch": "harness.commands.watch:main"}
 
 
 def test_console_scripts_are_the_commands():
