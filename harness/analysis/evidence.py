@@ -6,7 +6,8 @@ the setting is unknown). They are the things an expert reads first: the importan
 (approx_kl or clip fraction exactly 0) while the configuration takes more than one optimizer step
 per batch; the reward exactly 0; the gradient exactly 0; the KL to the reference exactly 0 while
 beta > 0; every group's rewards identical; fewer optimizer steps than configured without a
-target_kl; the KL early stop ending nearly every update when one is set; (TRL) the reward logged on more optimizer steps than the configuration generates on.
+target_kl; the KL early stop ending nearly every update when one is set; (TRL) the reward logged
+on more optimizer steps than the configuration generates on.
 
 The diagnosis does not trust them by decree: the rate at which each item fires on every class
 (healthy and each fault) is measured on the training logs of the same framework view
@@ -25,7 +26,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from harness.analysis.features import configured_steps
+from harness.analysis.features import as_number, configured_steps
 
 MOST = 0.9          # share of logged steps that "always" means (as the signatures)
 EXACT_RATIO = 1e-6  # |r - 1| below this is exactly 1 (recompute rounding, verl#2305)
@@ -114,7 +115,7 @@ def _kl_stops_every_update(frame: pd.DataFrame, config: Mapping[str, Any]) -> bo
     minibatch check stops at 1.5 x target_kl, above it too). A healthy target stops some updates,
     a too-strict one stops all: how often each happens is the measured rate. None without a
     target_kl or without either quantity."""
-    target = _number(config.get("target_kl"))
+    target = as_number(config.get("target_kl"))
     steps = configured_steps(config)
     if not math.isfinite(target) or target <= 0:
         return None
@@ -122,10 +123,6 @@ def _kl_stops_every_update(frame: pd.DataFrame, config: Mapping[str, Any]) -> bo
     if share is None:
         share = _share(frame, "approx_kl", lambda c: c > target)
     return None if share is None else share >= MOST
-
-
-def _number(value: Any) -> float:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
 
 
 def _generations_too_many(frame: pd.DataFrame, config: Mapping[str, Any]) -> bool | None:
@@ -167,6 +164,12 @@ EVIDENCE: dict[str, Evidence] = {e.name: e for e in (
              "as many steps as the configuration generates on (once every num_iterations x steps_per_generation "
              "optimizer steps; one log row per step)", _generations_too_many, views=("trl",)),
 )}
+
+
+def report_line(name: str, item: Mapping[str, Any]) -> str:
+    """One fired item of an answer's evidence report (``Answer.evidence``), as diagnose and the monitors print it."""
+    rates = ", ".join(f"{c} {k}/{n}" for c, (k, n) in item["rates"].items())
+    return f"evidence: {name}: {item['description']} (fired on training logs of this view: {rates})"
 
 
 def observe(frame: pd.DataFrame, config: Mapping[str, Any] | None, view: str = "canonical") -> dict[str, bool | None]:

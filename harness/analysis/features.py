@@ -116,7 +116,7 @@ def signature_features(frame: pd.DataFrame, algo: str, action_space: Mapping[str
 def configured_steps(config: Mapping[str, Any]) -> float:
     """Optimizer steps the configuration takes per batch: epochs (PPO) or iterations (GRPO) x
     minibatches; NaN when unknown."""
-    return _number(config.get("n_epochs", config.get("num_iterations"))) * _number(config.get("n_minibatches"))
+    return as_number(config.get("n_epochs", config.get("num_iterations"))) * as_number(config.get("n_minibatches"))
 
 
 def config_features(frame: pd.DataFrame, config: Mapping[str, Any] | None, view: str = "canonical") -> dict[str, float]:
@@ -126,23 +126,23 @@ def config_features(frame: pd.DataFrame, config: Mapping[str, Any] | None, view:
     the clipping norm, and (TRL, one row per optimizer step) the share of rows that carry a
     generation's rewards over what num_iterations x minibatches imply."""
     config = dict(config or {})
-    out = {f"cfg:{k}": _number(config.get(k)) for k in CONFIG_KEYS}
+    out = {f"cfg:{k}": as_number(config.get(k)) for k in CONFIG_KEYS}
     for k in CONFIG_LOG:
-        out[f"cfg:log_{k}"] = _log_number(_number(config.get(k)))
+        out[f"cfg:log_{k}"] = _log_number(as_number(config.get(k)))
     for k in ("ent_coef", "beta"):
-        v = _number(config.get(k))
+        v = as_number(config.get(k))
         out[f"cfg:{k}_negative"] = float(v < 0) if math.isfinite(v) else math.nan
     out["cfg:known"] = 1.0 if config else 0.0
     steps = configured_steps(config)
     out["cfg:log2_steps"] = math.log2(steps) if math.isfinite(steps) and steps > 0 else math.nan
     lr = _logged(frame, "lr")
-    lr = lr if math.isfinite(lr) else _number(config.get("lr"))
-    out["rel:log_lr_logged_over_configured"] = _log_ratio(_logged(frame, "lr"), _number(config.get("lr")))
+    lr = lr if math.isfinite(lr) else as_number(config.get("lr"))
+    out["rel:log_lr_logged_over_configured"] = _log_ratio(_logged(frame, "lr"), as_number(config.get("lr")))
     out["rel:log_clip_logged_over_configured"] = _log_ratio(_logged(frame, "clip_range"),
-                                                            _number(config.get("clip_range")))
+                                                            as_number(config.get("clip_range")))
     out["rel:steps_logged_over_configured"] = _ratio(_logged(frame, "optimizer_steps"), steps)
     out["rel:log_kl_per_lr"] = _log_ratio(_logged(frame, "approx_kl"), lr, floor=True)
-    out["rel:log_grad_over_clip"] = _log_ratio(_logged(frame, "grad_norm"), _number(config.get("max_grad_norm")),
+    out["rel:log_grad_over_clip"] = _log_ratio(_logged(frame, "grad_norm"), as_number(config.get("max_grad_norm")),
                                                floor=True)
     out["rel:reward_rows_over_expected"] = math.nan
     if view == "trl" and "reward_mean" in frame and len(frame) and math.isfinite(steps):
@@ -173,7 +173,8 @@ def _log_ratio(a: float, b: float, floor: bool = False) -> float:
     return _log_number(a) - _log_number(b)
 
 
-def _number(value: Any) -> float:
+def as_number(value: Any) -> float:
+    """A setting's value as a float (NaN when it is not a number)."""
     if isinstance(value, bool):
         return float(value)
     try:

@@ -17,6 +17,7 @@ from typing import Any
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
+from harness.analysis import evidence
 from harness.analysis.model import load_models
 from harness.commands.app import renamed, run_app
 from harness.config import CONF_DIR, ConfigError, did_you_mean
@@ -160,9 +161,7 @@ def report(d: Diagnosis, top: int) -> list[str]:
                  f"; out of sample (held-out runs): healthy called healthy {oos['healthy_called_healthy']:.0%}, "
                  f"faulty called anomalous {oos['tpr']:.0%}, top-1 {oos['top1']:.0%}, class-level "
                  f"{oos['class_level']:.0%}" if oos else "")]
-    for name, ev in r.evidence.items():
-        rates = ", ".join(f"{c} {k}/{n}" for c, (k, n) in ev["rates"].items())
-        lines.append(f"evidence: {name}: {ev['description']} (fired on training logs of this view: {rates})")
+    lines += [evidence.report_line(name, ev) for name, ev in r.evidence.items()]
     lines.append(f"probabilities (after the evidence and the prior: healthy-looking classes x{r.healthy_weight:.2f}; "
                  "the model's own in brackets):")
     lines += [f"  {name:28s} {p:6.3f}  ({r.model_probabilities.get(name, float('nan')):.3f})"

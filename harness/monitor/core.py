@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from faults import FAULTS
-from harness.analysis.evidence import fire_rate
+from harness.analysis.evidence import fire_rate, report_line
 from harness.analysis.model import HEALTHY, SHOWN, UNKNOWN, Answer, DiagnosisModel, load_models
 from harness.config import ConfigError
 from harness.detection.diagnosis import answer_frame, find_model, pick_model
@@ -70,9 +70,7 @@ class Alarm:
             name = "anomalous, cause unknown"
         lines = [f"[harness] ALARM at row {self.row} (step {self.step:g}): {name} "
                  f"(P = {self.probability:.2f}; P(anomalous) = {self.anomalous:.2f} >= threshold {self.threshold:.2f})"]
-        for item, ev in self.evidence.items():
-            rates = ", ".join(f"{c} {k}/{n}" for c, (k, n) in ev["rates"].items())
-            lines.append(f"  evidence: {item}: {ev['description']} (fired on training logs of this view: {rates})")
+        lines += [f"  {report_line(item, ev)}" for item, ev in self.evidence.items()]
         if self.settings:
             lines.append(f"  check: {', '.join(self.settings)}")
         for fault, text in self.fix.items():
@@ -164,8 +162,8 @@ class Monitor:
     log would carry them); ``model``: a diagnosis model file or catalogue directory (default: the
     results directory's, else the one shipped in the package); ``budget``: the share of wall time
     checks may take; ``patience``: consecutive checks an answer must hold; ``warmup``: rows before an
-    answer resting on the model alone may alarm; ``hold``: rows such an answer must hold; ``recent``: rows the exact evidence is also read on;
-    ``stop_on``: which alarm sets :attr:`should_stop` (a fault, ``unknown``, ``any``); ``emit``: where
+    answer resting on the model alone may alarm; ``hold``: rows such an answer must hold; ``recent``:
+    rows the exact evidence is also read on; ``stop_on``: which alarm sets :attr:`should_stop` (a fault, ``unknown``, ``any``); ``emit``: where
     alarm messages go (None: nowhere)."""
 
     def __init__(self, profile: str, algo: str | None = None, config: Mapping[str, Any] | None = None,
@@ -245,13 +243,11 @@ class Monitor:
             return []
         t = time.perf_counter()
         try:
-            log = self.canonical()
+            return self.assess(self.canonical())
         except ConfigError:          # nothing this profile maps yet (e.g. only episode returns so far)
-            self.spent += time.perf_counter() - t
             return []
-        raised = self.assess(log)
-        self.spent += time.perf_counter() - t
-        return raised
+        finally:
+            self.spent += time.perf_counter() - t
 
     def assess(self, log: LoadedLog) -> list[Alarm]:
         """The answer on a canonical log and the alarms it raises (also used by ``watch`` on files)."""
@@ -275,11 +271,6 @@ class Monitor:
     @property
     def should_stop(self) -> bool:
         return self.policy.should_stop
-
-    def overhead(self) -> float:
-        """Seconds in checks over the wall time since the first row."""
-        elapsed = time.perf_counter() - (self._start or time.perf_counter())
-        return self.spent / elapsed if elapsed > 0 else 0.0
 
     def scalars(self) -> dict[str, float]:
         """What the monitor writes to the framework's logger (under ``harness/``): P(anomalous) and the
