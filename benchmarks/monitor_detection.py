@@ -44,7 +44,8 @@ def checkpoints(n: int) -> list[int]:
     return rows if rows and rows[-1] == n else [*rows, n]
 
 
-def monitor_alarms(model: Any, frame: Any, config: dict[str, Any]) -> list[tuple[int, str, tuple[str, ...]]]:
+def monitor_alarms(model: Any, frame: Any, config: dict[str, Any], space: dict[str, Any] | None = None
+                   ) -> list[tuple[int, str, tuple[str, ...]]]:
     """(row, answer, members) of each alarm the monitor's policy raises as the log grows."""
     from harness.detection.diagnosis import answer_frame
     from harness.monitor.core import RECENT, AlarmPolicy
@@ -52,7 +53,7 @@ def monitor_alarms(model: Any, frame: Any, config: dict[str, Any]) -> list[tuple
     policy = AlarmPolicy()
     out = []
     for rows in checkpoints(len(frame)):
-        alarm = policy.see(answer_frame(model, frame.iloc[:rows], config, recent=RECENT), rows, float(rows))
+        alarm = policy.see(answer_frame(model, frame.iloc[:rows], config, space, recent=RECENT), rows, float(rows))
         if alarm is not None:
             out.append((rows, alarm.answer, alarm.members or (alarm.answer,)))
     return out
@@ -84,17 +85,25 @@ def rule_alarms(frame: Any, algo: str, config: dict[str, Any]) -> dict[str, list
 
 
 def score_log(model: Any, frame: Any, config: dict[str, Any], algo: str, fault: str, onset: int,
-              group: str) -> dict[str, Any]:
+              group: str, space: dict[str, Any] | None = None) -> dict[str, Any]:
     """One log's alarms, by the monitor and each rule set, as rows relative to its onset."""
     rec: dict[str, Any] = {"group": group, "fault": fault, "onset": onset, "rows": len(frame)}
-    mon = monitor_alarms(model, frame, config)
+    mon = monitor_alarms(model, frame, config, space)
     rec["monitor"] = [(r, fault == "none" or fault in members) for r, _, members in mon]
     for name, hits in rule_alarms(frame, algo, config).items():
-        first = {}
-        for r, named in hits:
-            first.setdefault(r, fault == "none" or named == fault)
-        rec[name] = list(first.items())
+        rec[name] = [(r, fault == "none" or named == fault) for r, named in alarm_events(hits)]
     return rec
+
+
+def alarm_events(hits: list[tuple[int, str | None]]) -> list[tuple[int, str | None]]:
+    """A rule set's alarms as events, comparable with the monitor's (which alarms once per answer):
+    a row alarmed when the row before was not, or naming another fault than the row before."""
+    out, last = [], (None, None)
+    for row, named in hits:
+        if last[0] is None or row != last[0] + 1 or named != last[1]:
+            out.append((row, named))
+        last = (row, named)
+    return out
 
 
 def summarise(records: list[dict[str, Any]], detectors: list[str]) -> list[dict[str, Any]]:
@@ -124,6 +133,103 @@ def summarise(records: list[dict[str, Any]], detectors: list[str]) -> list[dict[
     return rows
 
 
+def pooled(records: list[dict[str, Any]], detectors: list[str]) -> list[dict[str, Any]]:
+    """Per group and detector, over all its faults: faulty logs detected and named after the onset,
+    median delays, logs alarmed before the onset; the healthy logs of its family (the same logs with
+    no bug: a framework's, or the dataset's of one algorithm): alarms per 1000 rows, logs with any."""
+    rows = []
+    groups = {r["group"]: r["family"] for r in records if r["fault"] != "none"}
+    groups.update({r["family"]: r["family"] for r in records if r["family"] not in groups.values()})
+    for group, family in sorted(groups.items()):
+        faulty = [r for r in records if r["group"] == group and r["fault"] != "none"]
+        healthy = [r for r in records if r["family"] == family and r["fault"] == "none"]
+        for det in detectors:
+            row: dict[str, Any] = {"group": group, "detector": det, "faulty": len(faulty), "healthy": len(healthy)}
+            if faulty:
+                after = [[a for a in r[det] if a[0] > r["onset"]] for r in faulty]
+                named = [[a for a in x if a[1]] for x in after]
+                det_delay = [x[0][0] - r["onset"] for x, r in zip(after, faulty) if x]
+                name_delay = [x[0][0] - r["onset"] for x, r in zip(named, faulty) if x]
+                row.update(detected=len(det_delay) / len(faulty), named=len(name_delay) / len(faulty),
+                           delay_detect=statistics.median(det_delay) if det_delay else None,
+                           delay_named=statistics.median(name_delay) if name_delay else None,
+                           before_onset=sum(any(a[0] <= r["onset"] for a in r[det]) for r in faulty
+                                            if r["onset"] > 0) / max(1, sum(r["onset"] > 0 for r in faulty))
+                           if any(r["onset"] > 0 for r in faulty) else None)
+            if healthy:
+                row.update(alarms_per_1000=1000 * sum(len(r[det]) for r in healthy) / max(1, sum(r["rows"] for r in healthy)),
+                           any_alarm=sum(bool(r[det]) for r in healthy) / len(healthy),
+                           healthy_rows=sum(r["rows"] for r in healthy))
+            rows.append(row)
+    return rows
+
+
+def _pct(v: Any) -> str:
+    return "-" if v is None else f"{v:.0%}"
+
+
+def _num(v: Any) -> str:
+    return "-" if v is None else f"{v:g}"
+
+
+def markdown(meta: dict[str, Any], pooled_rows: list[dict[str, Any]], rows: list[dict[str, Any]],
+             detectors: list[str]) -> str:
+    """benchmarks/results/monitor_detection.md: the pooled table, then per group and fault."""
+    lines = [
+        "# The live monitor scored like a detector",
+        "",
+        f"Generated by `{meta['command']}` on {meta['date']} (harness commit `{meta['commit']}`), "
+        f"{meta['logs']} logs in {meta['seconds']} s.",
+        "",
+        "Each log is read as the monitor would have seen it grow: at checkpoints (every row up to 80 rows, then a "
+        "stride keeping 80), the monitor's answer (the diagnosis model of the log's view and its exact evidence, "
+        "the last 10 rows read apart) goes through its alarm policy with the defaults of harness.monitor.core "
+        "(patience 2 checks; evidence-backed answers at once, model-only answers after 25 rows and 10 rows of "
+        "holding; one alarm per answer). The rule sets (`folk`, `config_aware`, `ptt`: post-training-toolkit's "
+        "heuristics reimplemented from its published rules, harness/detection/ptt.py) see every row; their "
+        "alarms count as events like the monitor's (a row alarmed after one that was not, or naming another fault).",
+        "",
+        "**Logs.** " + meta["sources"],
+        "",
+        "Columns: *detected*: an alarm after the onset (any answer); *named*: an alarm after the onset naming the "
+        "fault (or a class of faults the log cannot tell apart that holds it; for the rules, the fault their "
+        "strongest alarm names); *delay*: median rows from the onset to that first alarm (rows are updates for "
+        "native PPO/GRPO, CleanRL and SB3, optimizer steps for TRL); *before onset*: mid-run-onset logs alarmed on "
+        "their healthy prefix; *false alarms*: alarms per 1000 rows of healthy logs, and the share of healthy logs "
+        "with any alarm. Rows that reach no log's onset count nothing.",
+        "",
+        "## Pooled per set of logs",
+        "",
+        "| logs | detector | faulty | detected | named | delay to detect | delay to name | before onset | healthy "
+        "| false alarms / 1000 rows | healthy logs alarmed |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in pooled_rows:
+        det = f"**{r['detector']}**" if r["detector"] == "monitor" else r["detector"]
+        false = "-" if r.get("alarms_per_1000") is None else f"{r['alarms_per_1000']:.1f}"
+        lines.append(f"| {r['group']} | {det} | {r['faulty']} | {_pct(r.get('detected'))} | {_pct(r.get('named'))} | "
+                     f"{_num(r.get('delay_detect'))} | {_num(r.get('delay_named'))} | {_pct(r.get('before_onset'))} | "
+                     f"{r['healthy']} | {false} | {_pct(r.get('any_alarm'))} |")
+    lines += ["", "## Per fault", "",
+              "Each cell: detected / named, median delay to name (rows after the onset); healthy rows: false alarms "
+              "per 1000 rows, share of logs alarmed.", "",
+              "| logs | fault | n | " + " | ".join(detectors) + " |", "|---|---|---|" + "---|" * len(detectors)]
+    cells: dict[tuple[str, str], dict[str, str]] = defaultdict(dict)
+    counts: dict[tuple[str, str], int] = {}
+    for r in rows:
+        key = (r["group"], r["fault"])
+        counts[key] = r["logs"]
+        if r["fault"] == "none":
+            cells[key][r["detector"]] = f"{r['alarms_per_1000']:.1f} / {r['any_alarm']:.0%}"
+        else:
+            cells[key][r["detector"]] = (f"{r['detected']:.0%} / {r['named']:.0%}, "
+                                         f"{_num(r['delay_named'])}")
+    for key in sorted(cells, key=lambda k: (k[0], k[1] != "none", k[1])):
+        name = "healthy (false alarms)" if key[1] == "none" else key[1]
+        lines.append(f"| {key[0]} | {name} | {counts[key]} | " + " | ".join(cells[key].get(d, "-") for d in detectors) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def realworld_logs(root: Path) -> list[tuple[str, str, Path]]:
     """(group, fault, primary log path) of every labelled real-framework run under ``root``."""
     from benchmarks.realworld import evaluate
@@ -149,7 +255,67 @@ def one_realworld(group: str, fault: str, path: Path, model_file: Path) -> dict[
     except Exception:  # an unreadable log is left out (realworld.md lists them)
         return None
     model = pick_model(load_models(model_file), log.algo, log.profile)
-    return score_log(model, log.metrics, dict(log.config), log.algo, fault, 0, group)
+    return {**score_log(model, log.metrics, dict(log.config), log.algo, fault, 0, group), "family": group}
+
+
+def held_out_models(results: Path, seed: int = 0) -> tuple[dict[str, Any], dict[str, frozenset[str]]]:
+    """Per algorithm, the canonical-view model fitted without the catalogue's held-out runs (the
+    protocol ``held-out runs (30%, stratified by fault)``: their seeds and sampled configurations are
+    never trained on) from the examples and settings the published model was built with, and the
+    held-out run ids."""
+    import pandas as pd
+
+    from harness.analysis.model import fit
+    from harness.analysis.protocols import protocols
+
+    model_dir = results / "catalogue" / "model"
+    examples = pd.read_parquet(model_dir / "examples.parquet")
+    card = json.loads((model_dir / "model_card.json").read_text())
+    settings = {k: tuple(v) for k, v in card.get("settings", {}).items()}
+    models, held = {}, {}
+    for algo in sorted(set(examples["algo"])):
+        protocol = next(p for p in protocols(examples, algo, seed=seed, left_out=False) if p.kind == "held-out runs")
+        train = examples[(examples["algo"] == algo) & ~examples["run_id"].isin(protocol.test)]
+        models[algo] = fit(train, algo, "canonical", seed=seed, settings=settings)
+        held[algo] = protocol.test
+    return models, held
+
+
+def dataset_logs(results: Path, held: dict[str, frozenset[str]]) -> list[dict[str, Any]]:
+    """The held-out diverse runs of the published dataset (results/dataset) a model is scored on
+    (healthy runs that do not learn are left out, as the protocol leaves them): per run its metrics,
+    configuration as the run's own log carries it, action space, fault and onset."""
+    import pandas as pd
+
+    from harness.analysis.learning import NOT_LEARNING
+    from harness.config import visible_config
+    from harness.metrics import CANONICAL
+
+    runs = pd.read_parquet(results / "dataset" / "runs.parquet")
+    data = pd.read_parquet(results / "dataset" / "data.parquet")
+    ids = set().union(*held.values())
+    runs = runs[runs["run_id"].isin(ids) & (runs["label"] != NOT_LEARNING)]
+    metrics = [c for c in ["update", *CANONICAL] if c in data.columns]
+    by_run = {rid: g.sort_values("update")[metrics].reset_index(drop=True)
+              for rid, g in data[data["run_id"].isin(set(runs["run_id"]))].groupby("run_id")}
+    out = []
+    for run in runs.to_dict("records"):
+        configured = {k.split(".", 1)[1]: v for k, v in run.items()
+                      if k.startswith("configured.") and v is not None and not (isinstance(v, float) and math.isnan(v))}
+        fault = "none" if run["fault"] in (None, "none", "healthy") else run["fault"]
+        onset = int(run["onset"]) if fault != "none" and pd.notna(run["onset"]) else 0
+        family = f"dataset {run['algo']}"
+        group = family if fault == "none" else f"{family}, {'mid-run onset' if onset > 0 else 'onset 0'}"
+        out.append({"group": group, "family": family, "algo": run["algo"], "fault": fault, "onset": onset,
+                    "config": visible_config(run["algo"], configured), "frame": by_run.get(run["run_id"]),
+                    "space": json.loads(run["action_space"]) if run.get("action_space") else None})
+    return [r for r in out if r["frame"] is not None and len(r["frame"])]
+
+
+def one_dataset(log: dict[str, Any], model: Any) -> dict[str, Any]:
+    rec = score_log(model, log["frame"], log["config"], log["algo"], log["fault"], log["onset"], log["group"],
+                    log["space"])
+    return {**rec, "family": log["family"]}
 
 
 def main() -> None:
@@ -159,6 +325,8 @@ def main() -> None:
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--realworld", type=Path, default=None)
+    parser.add_argument("--dataset", action="store_true",
+                        help="the published dataset's held-out runs, with a model fitted without them")
     parser.add_argument("--results", default=str(ROOT / "results"))
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--limit", type=int, default=0, help="at most this many logs (a quick look)")
@@ -173,21 +341,54 @@ def main() -> None:
         done = Parallel(n_jobs=args.jobs)(delayed(one_realworld)(g, f, p, model_file) for g, f, p in logs)
         records += [r for r in done if r is not None]
         print(f"realworld: {len(records)} logs in {time.perf_counter() - start:.0f} s")
-    rows = summarise(records, detectors)
-    for r in rows:
-        if r["fault"] == "none":
-            print(f"{r['group']:8s} healthy {r['detector']:13s} logs {r['logs']:3d}  alarms/1000 rows "
-                  f"{r['alarms_per_1000']:6.1f}  any alarm {r['any_alarm']:.0%}")
-        else:
-            print(f"{r['group']:8s} {r['fault']:28s} {r['detector']:13s} logs {r['logs']:3d}  detected "
-                  f"{r['detected']:.0%} named {r['named']:.0%}  delay {r['delay_detect']} / {r['delay_named']}  "
-                  f"before onset {r['before_onset']:.0%}")
+    if args.dataset:
+        models, held = held_out_models(Path(args.results))
+        print(f"dataset: models fitted without the held-out runs in {time.perf_counter() - start:.0f} s")
+        logs = dataset_logs(Path(args.results), held)[: args.limit or None]
+        records += Parallel(n_jobs=args.jobs)(delayed(one_dataset)(log, models[log["algo"]]) for log in logs)
+        print(f"dataset: {len(logs)} held-out runs in {time.perf_counter() - start:.0f} s")
+    rows, pooled_rows = summarise(records, detectors), pooled(records, detectors)
+    for r in pooled_rows:
+        print(f"{r['group']:34s} {r['detector']:13s} faulty {r['faulty']:4d}  detected {_pct(r.get('detected')):>4s} "
+              f"named {_pct(r.get('named')):>4s}  delay {_num(r.get('delay_detect'))} / {_num(r.get('delay_named'))}  "
+              f"before onset {_pct(r.get('before_onset'))}  healthy {r['healthy']:3d}: "
+              f"{r.get('alarms_per_1000', float('nan')):.1f} alarms / 1000 rows, {_pct(r.get('any_alarm'))} alarmed")
     if args.record:
+        meta = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "commit": git_commit(),
+                "command": "python benchmarks/monitor_detection.py " + " ".join(sys.argv[1:]),
+                "logs": len(records), "seconds": round(time.perf_counter() - start),
+                "sources": sources(records, args.realworld is not None, args.dataset)}
         out = ROOT / "benchmarks" / "results" / "monitor_detection.json"
-        out.write_text(json.dumps({"date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                                   "logs": len(records), "seconds": round(time.perf_counter() - start),
-                                   "rows": rows}, indent=1, default=float) + "\n")
-        print(f"recorded in {out}")
+        out.write_text(json.dumps({**meta, "pooled": pooled_rows, "rows": rows}, indent=1, default=float) + "\n")
+        out.with_suffix(".md").write_text(markdown(meta, pooled_rows, rows, detectors))
+        print(f"recorded in {out} and {out.with_suffix('.md')}")
+
+
+def git_commit() -> str:
+    import subprocess
+
+    done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+    return done.stdout.strip() or "unknown"
+
+
+def sources(records: list[dict[str, Any]], realworld: bool, dataset: bool) -> str:
+    """Where the logs come from, with their counts, for the published table."""
+    counts = defaultdict(lambda: [0, 0])
+    for r in records:
+        counts[r["group"]][r["fault"] == "none"] += 1
+    parts = [f"{g}: {f} faulty, {h} healthy" for g, (f, h) in sorted(counts.items())]
+    text = []
+    if dataset:
+        text.append("`dataset ...`: the published dataset's (results/dataset) runs held out by the catalogue's protocol "
+                    "'held-out runs (30%, stratified by fault)' (their seeds and sampled configurations), diagnosed by "
+                    "canonical-view models fitted here on the other 70% with the published model's examples and "
+                    "settings (healthy runs that do not learn left out, as the protocol leaves them); mid-run-onset runs "
+                    "measure the delay after a bug switched on mid-run.")
+    if realworld:
+        text.append("`sb3` / `cleanrl` / `trl`: logs stable-baselines3, CleanRL and TRL wrote themselves "
+                    "(benchmarks/realworld, the primary log of each run; bugs from the first update, so the delay is "
+                    "counted from row 0), diagnosed by the published model, which never saw them.")
+    return " ".join(text) + " Counts: " + "; ".join(parts) + "."
 
 
 if __name__ == "__main__":

@@ -30,7 +30,7 @@ import io
 import json
 import math
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -178,6 +178,14 @@ class Answer:
         return list(self.probabilities)[:k]
 
 
+def shows(rates: Mapping[str, Any], faults: Iterable[str]) -> set[str]:
+    """The ``faults`` an evidence item shows when it fires: its measured fire rate on them is at least
+    ``SHOWN`` times its rate on healthy logs (``rates``: label -> (fired, logs); a label it was never
+    evaluated on counts 1/2, see :func:`evidence.fire_rate`)."""
+    healthy = evidence.fire_rate(rates.get(HEALTHY))
+    return {f for f in faults if evidence.fire_rate(rates.get(f)) >= SHOWN * healthy}
+
+
 @dataclass
 class DiagnosisModel:
     """A fitted model for one algorithm and framework view."""
@@ -210,9 +218,7 @@ class DiagnosisModel:
         shown: set[str] = set()
         for name, value in fired.items():
             if value:
-                per = self.rates.get(name, {})
-                healthy = evidence.fire_rate(per.get(HEALTHY))
-                shown |= {f for f in self.identifiability.invisible if evidence.fire_rate(per.get(f)) >= SHOWN * healthy}
+                shown |= shows(self.rates.get(name, {}), self.identifiability.invisible)
         return tuple(f for f in self.identifiability.invisible if f not in shown)
 
     def shifted(self, combined: pd.Series, silent: Sequence[str], weight: float) -> pd.Series:

@@ -32,8 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from faults import FAULTS
-from harness.analysis.evidence import fire_rate, report_line
-from harness.analysis.model import HEALTHY, SHOWN, UNKNOWN, Answer, DiagnosisModel, load_models
+from harness.analysis.evidence import report_line
+from harness.analysis.model import UNKNOWN, Answer, DiagnosisModel, load_models, shows
 from harness.config import ConfigError
 from harness.detection.diagnosis import answer_frame, find_model, pick_model
 from harness.logs import LoadedLog, to_canonical
@@ -97,15 +97,10 @@ def check_stop_on(stop_on: str | None) -> str | None:
 
 
 def shown_by_evidence(answer: Answer) -> bool:
-    """Whether an evidence item that fired raises a member of the answer's odds against healthy
-    ``SHOWN`` times or more (the rates in the answer's evidence report)."""
-    for item in answer.evidence.values():
-        rates = item["rates"]
-        healthy = fire_rate(tuple(rates.get(HEALTHY, (0, 0))))
-        if any(fire_rate(tuple(rates[m])) >= SHOWN * healthy for m in (answer.members or (answer.answer,))
-               if m in rates):
-            return True
-    return False
+    """Whether an evidence item that fired shows a member of the answer (:func:`shows`: the rule by
+    which the diagnosis keeps a fault its view cannot show among those this log shows)."""
+    members = answer.members or (answer.answer,)
+    return any(shows({k: tuple(v) for k, v in item["rates"].items()}, members) for item in answer.evidence.values())
 
 
 @dataclass

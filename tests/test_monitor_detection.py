@@ -1,0 +1,75 @@
+"""benchmarks/monitor_detection.py: how the monitor's detection, delay and false-alarm figures are
+counted, and that the dataset's held-out runs are diagnosed by a model that never saw them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from benchmarks import monitor_detection as md
+
+RESULTS = Path(__file__).resolve().parent.parent / "results"
+DETECTORS = ["monitor", "folk"]
+
+
+def test_a_rule_alarm_held_over_consecutive_rows_is_one_event_and_a_new_fault_another():
+    hits = [(3, "a"), (4, "a"), (5, "a"), (6, "b"), (9, "b"), (10, "b")]
+    assert md.alarm_events(hits) == [(3, "a"), (6, "b"), (9, "b")]
+    assert md.alarm_events([]) == []
+
+
+def _rec(group, fault, onset, rows, monitor, folk, family=None):
+    return {"group": group, "family": family or group, "fault": fault, "onset": onset, "rows": rows,
+            "monitor": monitor, "folk": folk}
+
+
+def test_delay_counts_rows_after_the_onset_and_alarms_before_it_are_early_not_detections():
+    records = [
+        _rec("d, mid", "shared_policy", 10, 40, [(15, True)], [(5, False)], "d"),      # early folk alarm only
+        _rec("d, mid", "shared_policy", 20, 40, [(8, False), (30, True)], [(21, False)], "d"),
+        _rec("d", "none", 0, 50, [], [(1, True), (30, True)]),
+        _rec("d", "none", 0, 50, [(40, True)], []),
+    ]
+    rows = {r["detector"]: r for r in md.pooled(records, DETECTORS) if r["group"] == "d, mid"}
+    mon, folk = rows["monitor"], rows["folk"]
+    assert (mon["detected"], mon["named"], mon["delay_detect"], mon["delay_named"]) == (1.0, 1.0, 7.5, 7.5)
+    assert mon["before_onset"] == 0.5                    # the second log's alarm at row 8 < onset 20
+    assert (folk["detected"], folk["named"], folk["delay_detect"]) == (0.5, 0.0, 1)
+    assert folk["before_onset"] == 0.5
+    # false alarms come from the family's healthy logs: 1 and 2 alarms over 100 rows
+    assert mon["alarms_per_1000"] == pytest.approx(10.0) and mon["any_alarm"] == 0.5
+    assert folk["alarms_per_1000"] == pytest.approx(20.0) and folk["any_alarm"] == 0.5
+    per_fault = {(r["fault"], r["detector"]): r for r in md.summarise(records, DETECTORS)}
+    assert per_fault[("shared_policy", "monitor")]["delay_named"] == 7.5
+    assert per_fault[("none", "folk")]["alarms_per_1000"] == pytest.approx(20.0)
+
+
+def test_markdown_names_every_detector_and_group():
+    records = [_rec("sb3", "tiny_clip", 0, 16, [(4, True)], []), _rec("sb3", "none", 0, 16, [], [(2, True)])]
+    meta = {"command": "x", "date": "d", "commit": "c", "logs": 2, "seconds": 1, "sources": "s"}
+    text = md.markdown(meta, md.pooled(records, DETECTORS), md.summarise(records, DETECTORS), DETECTORS)
+    assert "| sb3 | **monitor** | 1 | 100% | 100% | 4 | 4 |" in text
+    assert "| sb3 | healthy (false alarms) | 1 | 0.0 / 0% | 62.5 / 100% |" in text
+
+
+@pytest.mark.skipif(not (RESULTS / "catalogue" / "model" / "examples.parquet").exists(),
+                    reason="needs the published model's examples")
+def test_dataset_runs_are_scored_by_a_model_fitted_without_them():
+    models, held = md.held_out_models(RESULTS)
+    logs = md.dataset_logs(RESULTS, held)
+    assert {log["algo"] for log in logs} == set(models) == {"ppo", "grpo"}
+    for algo, model in models.items():
+        import pandas as pd
+
+        examples = pd.read_parquet(RESULTS / "catalogue" / "model" / "examples.parquet", columns=["run_id", "algo"])
+        runs = set(examples.loc[examples["algo"] == algo, "run_id"])
+        assert held[algo] and held[algo] < runs
+        assert model.info["n_runs"] <= len(runs - held[algo])     # never more than the runs not held out
+    mid = [log for log in logs if log["onset"] > 0]
+    assert mid and all(log["fault"] != "none" and log["onset"] < len(log["frame"]) for log in mid)
+    # a detector sees only what a monitor on a real run would: metrics and the configuration
+    banned = {"fault", "fault_active", "onset", "label", "is_control", "run_id"}
+    assert all(not (banned & set(log["frame"].columns)) and not (banned & set(log["config"])) for log in logs)
+    rec = md.one_dataset(mid[0], models[mid[0]["algo"]])
+    assert rec["rows"] == len(mid[0]["frame"]) and set(rec) >= {"monitor", "folk", "config_aware", "ptt"}
