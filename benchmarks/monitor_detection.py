@@ -2,20 +2,23 @@
 onset, and how often on healthy runs, beside the rule sets (folk, config_aware, post-training-
 toolkit's heuristics) streamed over the same logs.
 
-    python benchmarks/monitor_detection.py --realworld results/realworld [--results results] [--jobs 2] [--record]
+    python benchmarks/monitor_detection.py [--realworld results/realworld] [--dataset] [--results results]
+                                           [--jobs 2] [--limit N] [--record]
 
-The logs stable-baselines3, CleanRL and TRL wrote themselves (benchmarks/realworld; the primary log of
-each run), bugs from the start (onset 0), each read as the monitor would have seen it grow, with the
-model diagnose uses (``--results``' catalogue model, else the package's; these logs were never used to
-fit it). Not yet here: the dataset's held-out runs with mid-run onsets (a model fitted without them),
-which would measure the delay after a mid-run onset.
+Two sets of logs. ``--dataset``: the published dataset's runs (results/dataset) held out by the
+catalogue's protocol "held-out runs (30%, stratified by fault)", diagnosed by canonical-view models
+fitted here on the other 70% (the published model's examples and settings), so a bug switched on
+mid-run measures the delay after its onset. ``--realworld``: the logs stable-baselines3, CleanRL and
+TRL wrote themselves (benchmarks/realworld; the primary log of each run, bugs from the start, onset
+0), with the model diagnose uses (``--results``' catalogue model, else the package's; these logs
+were never used to fit it).
 
 The monitor's answers are computed at checkpoints of each log (every row up to 80 rows, then a stride
 that keeps 80 checkpoints), through the alarm policy of harness.monitor.core with its defaults; a
 rule set sees every row. Per framework and fault: detected (an alarm at or after the onset), named
 (an alarm naming the fault, or a class holding it), the median delay in rows after the onset to
 each, alarms before the onset; on healthy logs, alarms per 1000 rows and the share of logs with any.
-``--record`` writes benchmarks/results/monitor_detection.json and .md.
+``--record`` writes benchmarks/results/monitor_detection.json and .md (docs/monitor.md quotes it).
 """
 
 from __future__ import annotations
@@ -231,7 +234,8 @@ def markdown(meta: dict[str, Any], pooled_rows: list[dict[str, Any]], rows: list
 
 
 def realworld_logs(root: Path) -> list[tuple[str, str, Path]]:
-    """(group, fault, primary log path) of every labelled real-framework run under ``root``."""
+    """(group, fault, primary log path) of every labelled real-framework run under ``root`` (a group
+    per framework, TRL's per setting as benchmarks/realworld/evaluate.py reports them)."""
     from benchmarks.realworld import evaluate
 
     out = []
@@ -241,7 +245,8 @@ def realworld_logs(root: Path) -> list[tuple[str, str, Path]]:
             continue
         for rel, label in json.loads(labels.read_text()).items():
             fault = evaluate.fault_label(label)
-            out.append((framework, "none" if fault == "healthy" else fault, root / framework / rel))
+            group = evaluate.group_of(framework, label.get("setting"))      # TRL per setting
+            out.append((group, "none" if fault == "healthy" else fault, root / framework / rel))
     return out
 
 

@@ -10,9 +10,10 @@ Adam eps 1e-5, grad clip 0.5, 100k env steps, one torch thread. Both run in this
 process, one after the other. Peak memory is measured separately, each trainer in a
 forked child (ru_maxrss), so the two do not mask each other.
 
-    python benchmarks/throughput.py [--steps N] [--skip-cli]
+    python benchmarks/throughput.py [--steps N] [--skip-cli] [--record]
 
-The last line is ``native_sps=N sb3_sps=N ratio=R``.
+The last line is ``native_sps=N sb3_sps=N ratio=R``; ``--record`` writes every figure to
+benchmarks/results/throughput.json.
 """
 
 from __future__ import annotations
@@ -126,16 +127,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--steps", type=int, default=STEPS)
     parser.add_argument("--skip-cli", action="store_true", help="skip timing python -m harness")
+    parser.add_argument("--record", action="store_true", help="write benchmarks/results/throughput.json")
     args = parser.parse_args()
+    figures: dict[str, float | int | str] = {}
     torch.set_num_threads(1)
     # Both trainers build an Adam optimizer, whose first construction imports torch._dynamo
     # (~1.3 s); pay that once here so neither timing includes it.
     torch.optim.Adam([torch.zeros(1, requires_grad=True)])
 
-    print(f"peak RSS, native PPO: {peak_rss_mb(native, args.steps):.0f} MB", flush=True)
-    print(f"peak RSS, SB3 PPO:    {peak_rss_mb(sb3, args.steps):.0f} MB", flush=True)
+    figures["native_rss_mb"], figures["sb3_rss_mb"] = peak_rss_mb(native, args.steps), peak_rss_mb(sb3, args.steps)
+    print(f"peak RSS, native PPO: {figures['native_rss_mb']:.0f} MB", flush=True)
+    print(f"peak RSS, SB3 PPO:    {figures['sb3_rss_mb']:.0f} MB", flush=True)
     if not args.skip_cli:
-        print(f"python -m harness fault=shared_policy (fault + twin, fresh store): {cli_wall():.1f} s wall",
+        figures["main_job_s"] = cli_wall()
+        print(f"python -m harness fault=shared_policy (fault + twin, fresh store): {figures['main_job_s']:.1f} s wall",
               flush=True)
     tokens_per_s, update_share = grpo()
     print(f"grpo_tokens_per_s={tokens_per_s:.0f} (generation + update; {update_share:.0%} of the time "
@@ -146,6 +151,21 @@ def main() -> None:
     print(f"harness backend=sb3 (SB3's PPO + instrumentation + run store): {harness_sb3_sps:.0f} env steps/s, "
           f"{harness_sb3_sps / sb3_sps:.0%} of bare SB3", flush=True)
     print(f"native_sps={native_sps:.0f} sb3_sps={sb3_sps:.0f} ratio={native_sps / sb3_sps:.2f}")
+    if args.record:
+        import json
+        import platform
+        from datetime import datetime, timezone
+        from pathlib import Path
+
+        figures.update(native_sps=native_sps, sb3_sps=sb3_sps, ratio=native_sps / sb3_sps,
+                       harness_sb3_sps=harness_sb3_sps, grpo_tokens_per_s=tokens_per_s, grpo_update_share=update_share)
+        out = Path(__file__).resolve().parent / "results" / "throughput.json"
+        out.write_text(json.dumps({"date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                                   "command": "python benchmarks/throughput.py " + " ".join(sys.argv[1:]),
+                                   "machine": platform.machine(), "cpus": os.cpu_count(), "torch": torch.__version__,
+                                   "steps": args.steps, **{k: round(v, 3) if isinstance(v, float) else v
+                                                           for k, v in figures.items()}}, indent=1) + "\n")
+        print(f"recorded in {out}")
 
 
 if __name__ == "__main__":

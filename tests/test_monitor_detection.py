@@ -73,3 +73,24 @@ def test_dataset_runs_are_scored_by_a_model_fitted_without_them():
     assert all(not (banned & set(log["frame"].columns)) and not (banned & set(log["config"])) for log in logs)
     rec = md.one_dataset(mid[0], models[mid[0]["algo"]])
     assert rec["rows"] == len(mid[0]["frame"]) and set(rec) >= {"monitor", "folk", "config_aware", "ptt"}
+
+
+def test_the_figures_quoted_in_docs_monitor_are_the_recorded_ones():
+    import json
+    import re
+
+    recorded = json.loads((RESULTS.parent / "benchmarks" / "results" / "monitor_detection.json").read_text())
+    pooled = {(r["group"], r["detector"]): r for r in recorded["pooled"]}
+    groups = {"dataset PPO, mid-run onset": "dataset ppo, mid-run onset", "dataset GRPO, mid-run onset":
+              "dataset grpo, mid-run onset", "SB3 (real)": "sb3", "TRL script (real)": "trl (script)",
+              "TRL defaults (real)": "trl (defaults)"}
+    text = (RESULTS.parent / "docs" / "monitor.md").read_text()
+    table = text.split("<!-- monitor figures: from benchmarks/results/monitor_detection.md -->")[1].split("\n\n")[0]
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in table.strip().splitlines()[2:]]
+    assert {r[0] for r in rows} == set(groups)
+    for name, faulty, detected, named, delay, before, healthy, per_1000 in rows:
+        r = pooled[(groups[name], "monitor")]
+        assert int(faulty) == r["faulty"] and detected == md._pct(r["detected"]) and named == md._pct(r["named"])
+        assert delay == md._num(r["delay_named"]) and before == md._pct(r["before_onset"])
+        assert re.fullmatch(rf"{re.escape(md._pct(r['any_alarm']))} of {r['healthy']}", healthy)
+        assert per_1000 == f"{r['alarms_per_1000']:.1f}"
