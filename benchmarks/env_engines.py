@@ -16,8 +16,7 @@ Semantics compared against gymnasium's (the reference the faults are written for
 
 Every engine runs in this process with one torch/OpenMP thread (AsyncVectorEnv: one subprocess per
 env). ``--record`` writes benchmarks/results/env_engines.json and .md. EnvPool is optional
-(``pip install envpool``; MuJoCo envs need ``pip install mujoco``); a missing engine or env is a row
-saying so.
+(``pip install -e '.[envs]'``: envpool, mujoco, imageio); a missing engine or env is a row saying so.
 """
 
 from __future__ import annotations
@@ -189,8 +188,12 @@ def markdown(result: dict[str, Any]) -> str:
                 lines.append(f"| {env_id} | {engine} | " + " | ".join("-" for _ in sizes) + f" | not run: {sem['error']} |")
                 continue
             sps = {r["num_envs"]: r["sps"] for r in result["rows"] if r["env"] == env_id and r["engine"] == engine}
-            verdict = "reference" if engine == "gymnasium" else ("match" if not sem.get("differs") else
-                                                                  "; ".join(sem["differs"]))
+            if engine == "gymnasium":
+                verdict = "reference"
+            elif "differs" not in sem:
+                verdict = "not compared (no gymnasium reference)"
+            else:
+                verdict = "; ".join(sem["differs"]) or "match"
             lines.append(f"| {env_id} | {engine} | " + " | ".join(f"{sps[n]:,}" if n in sps else "-" for n in sizes)
                          + f" | {verdict} |")
     lines += ["", "Semantics measured under a random policy (8 envs, 20,000 steps): autoreset on the step after a "

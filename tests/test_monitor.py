@@ -289,3 +289,72 @@ def test_trl_monitor_raises_no_alarm_on_the_same_config_healthy(trl_base, tmp_pa
     trainer, callback = _trl_run(trl_base, tmp_path, onset=None)
     assert callback.alarms == [] and trainer.state.global_step == 40
     assert callback.monitor.checks >= 30
+
+
+class _PinnedRatio:
+    """A detector of the protocol: alarms shared_policy on every update whose approx_kl is exactly 0."""
+
+    def reset(self, run_info):
+        from harness.detection.base import Alarm
+
+        self.Alarm, self.info = Alarm, run_info
+
+    def update(self, update_index, metrics):
+        return [self.Alarm("approx_kl exactly 0", "shared_policy", 1.0)] if metrics.get("approx_kl") == 0.0 else []
+
+
+@pytest.mark.parametrize("name, expected", [("shared_policy", "shared_policy"), ("healthy", None)])
+def test_any_streaming_detector_can_stand_in_for_the_diagnosis(name, expected, tmp_path):
+    """The same real CleanRL runs through the drop-in writer with a detector of the protocol: it sees
+    every canonical row once, in order, with the run's configuration; its first alarm per fault is the
+    monitor's alarm (once), and stop_on applies."""
+    from harness.monitor.tensorboard import MonitoredSummaryWriter
+
+    detector = _PinnedRatio()
+    run = next((PAIR / name).iterdir())
+    writer = MonitoredSummaryWriter(str(tmp_path / run.name), emit=None, stop_on="shared_policy",
+                                    monitor={"budget": 1.0, "detector": detector})
+    replay(run, writer, updates=20)
+    writer.close()
+    assert writer.monitor.detector is detector and writer.monitor._models == {}
+    assert detector.info.configured.get("n_epochs") == 4 and detector.info.algo == "ppo"
+    assert writer.monitor._fed >= 20
+    if expected is None:
+        assert writer.alarms == [] and not writer.should_stop
+    else:
+        assert [a.answer for a in writer.alarms] == ["shared_policy"] and writer.should_stop
+        first = writer.alarms[0]
+        assert first.detector == "_PinnedRatio" and first.symptom == "approx_kl exactly 0" and first.row <= 2
+        assert "_PinnedRatio: approx_kl exactly 0" in first.message()
+
+
+def test_a_detector_is_named_like_evaluate_names_it():
+    from harness.detection.ptt import PostTrainingToolkitDetector
+
+    monitor = Monitor("cleanrl", detector="ptt", emit=None)
+    assert isinstance(monitor.detector, PostTrainingToolkitDetector)
+    monitor = Monitor("cleanrl", detector={"_target_": "harness.detection.folk.FolkDetector"}, emit=None)
+    assert type(monitor.detector).__name__ == "FolkDetector"
+    with pytest.raises(ConfigError, match="cannot be imported"):
+        Monitor("cleanrl", detector="no_such_detector", emit=None)
+    with pytest.raises(ConfigError, match="is not a detector"):
+        Monitor("cleanrl", detector="harness.config.ConfigError", emit=None)
+
+
+def test_watch_takes_a_detector_by_name_or_class_path():
+    import json
+    import os
+
+    run = next((PAIR / "shared_policy").iterdir())
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")])}
+    result = subprocess.run([sys.executable, "-m", "harness.watch", f"log={run}", "idle=0.01", "interval=0.01",
+                             "output=json", "+detector._target_=test_monitor._PinnedRatio"], capture_output=True, text=True,
+                            env=env, timeout=120)
+    alarms = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
+    assert [(a["answer"], a["detector"]) for a in alarms] == [("shared_policy", "_PinnedRatio")], result.stderr
+    result = subprocess.run([sys.executable, "-m", "harness.watch", f"log={run}", "+detector._target_=nope.Nope"],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and "detector._target_='nope.Nope' cannot be imported" in result.stderr
+    result = subprocess.run([sys.executable, "-m", "harness.watch", f"log={run}", "idle=0.01", "interval=0.01",
+                             "detector=ptt"], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0 and "PostTrainingToolkitDetector" in result.stdout, result.stderr

@@ -9,14 +9,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import hydra
-from hydra.errors import InstantiationException
-from hydra.utils import instantiate
 from omegaconf import DictConfig
 
 from harness.commands.app import run_app
-from harness.config import CONF_DIR, ConfigError, locate
+from harness.config import CONF_DIR
 from harness.detection import REFERENCE
-from harness.detection.base import Detector, is_detector
+from harness.detection.base import Detector
+from harness.detection.base import build_detector as build
 from harness.detection.scoring import (
     SCORE_COLUMNS,
     Evaluation,
@@ -33,20 +32,7 @@ __all__ = ["Evaluation", "evaluate", "load_dataset", "main"]
 
 def build_detector(cfg: DictConfig) -> Detector:
     """Instantiate ``cfg.detector`` through Hydra (``_target_`` + keyword arguments)."""
-    target = cfg.detector.get("_target_")
-    try:
-        locate(target)
-    except ConfigError:
-        raise ConfigError(f"detector._target_={target!r} cannot be imported (is its package on the path?)") from None
-    try:
-        detector = instantiate(cfg.detector)
-    except InstantiationException as exc:
-        cause = exc.__cause__ or exc
-        raise ConfigError(f"detector {target}: {str(cause).splitlines()[0]}") from None
-    if not is_detector(detector):
-        raise ConfigError(f"detector._target_={target!r} is not a detector: it needs reset(run_info) and "
-                          "update(update_index, metrics)")
-    return detector
+    return build(cfg.detector)
 
 
 def validate(cfg: DictConfig) -> None:

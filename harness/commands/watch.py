@@ -43,7 +43,7 @@ def validate(cfg: DictConfig) -> None:
 
 def make_monitor(cfg: DictConfig) -> Monitor:
     return Monitor(cfg.profile.name, algo=cfg.algo, results_dir=cfg.results_dir, patience=int(cfg.patience),
-                   budget=1.0, emit=None)
+                   budget=1.0, emit=None, detector=cfg.get("detector"))
 
 
 def read(cfg: DictConfig) -> LoadedLog | None:
@@ -63,7 +63,10 @@ def show(cfg: DictConfig, log: LoadedLog, monitor: Monitor, alarms: list[Alarm])
         for alarm in alarms:
             print(json.dumps({"log": str(cfg.log), **alarm.as_dict()}, default=float), flush=True)
         return
-    if answer is not None:
+    if monitor.detector is not None:
+        print(f"{len(log.metrics)} steps: {type(monitor.detector).__name__}, {len(monitor.alarms)} alarm(s) so far",
+              flush=True)
+    elif answer is not None:
         name = answer.answer if answer.kind != "class" else f"one of {', '.join(answer.members)}"
         print(f"{len(log.metrics)} steps: {name} (P(anomalous) = {answer.anomalous:.2f}, threshold "
               f"{answer.threshold:.2f})", flush=True)

@@ -7,7 +7,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from harness.config import visible_config
+from harness.config import CONF_DIR, ConfigError, locate, visible_config
 
 
 @dataclass(frozen=True)
@@ -75,3 +75,36 @@ class Detector(Protocol):
     def reset(self, run_info: RunInfo) -> None: ...
 
     def update(self, update_index: int, metrics: dict[str, float]) -> list[Alarm]: ...
+
+
+def build_detector(spec: Any) -> Any:
+    """A detector from an instance (returned as it is), a mapping with ``_target_`` and keyword
+    arguments (instantiated through Hydra), a reference detector's name (``folk``, ``config_aware``,
+    ``ptt``, ``learned``: harness/conf/detector/<name>.yaml) or a dotted class path; a one-line
+    ConfigError for anything else."""
+    from hydra.errors import InstantiationException
+    from hydra.utils import instantiate
+    from omegaconf import OmegaConf
+
+
+    if is_detector(spec):
+        return spec
+    if isinstance(spec, str):
+        path = CONF_DIR / "detector" / f"{spec}.yaml"
+        spec = OmegaConf.to_container(OmegaConf.load(path)) if path.exists() else {"_target_": spec}
+    target = spec.get("_target_") if hasattr(spec, "get") else None
+    if not target:
+        raise ConfigError(f"detector={spec!r}: give a reference detector's name, a _target_ or a detector")
+    try:
+        locate(target)
+    except ConfigError:
+        raise ConfigError(f"detector._target_={target!r} cannot be imported (is its package on the path?)") from None
+    try:
+        detector = instantiate(spec)
+    except InstantiationException as exc:
+        cause = exc.__cause__ or exc
+        raise ConfigError(f"detector {target}: {str(cause).splitlines()[0][:200]}") from None
+    if not is_detector(detector):
+        raise ConfigError(f"detector._target_={target!r} is not a detector: it needs reset(run_info) and "
+                          "update(update_index, metrics)")
+    return detector

@@ -35,9 +35,12 @@ from faults import FAULTS
 from harness.analysis.evidence import report_line
 from harness.analysis.model import UNKNOWN, Answer, DiagnosisModel, load_models, shows
 from harness.config import ConfigError
+from harness.detection.base import Alarm as DetectorAlarm
+from harness.detection.base import RunInfo, build_detector
 from harness.detection.diagnosis import answer_frame, find_model, pick_model
 from harness.logs import LoadedLog, to_canonical
 from harness.logs.readers import RawLog, number, records_frame
+from harness.metrics import CANONICAL
 
 ANY = "any"                 # stop_on=any: stop at the first alarm
 PREFIX = "harness/"         # keys the monitor writes to the framework's logger (never read back)
@@ -62,14 +65,20 @@ class Alarm:
     evidence: dict[str, dict[str, Any]]    # items that fired: description, rates on training logs
     settings: tuple[str, ...]              # what to check
     fix: dict[str, str]                    # fault -> its description and provenance
+    detector: str = "diagnosis"            # what raised it: the diagnosis, or a detector's class name
+    symptom: str = ""                      # a detector's symptom (the diagnosis' are in ``evidence``)
 
     def message(self) -> str:
         """The alarm in a few lines, for a terminal or a log."""
         name = self.answer if len(self.members) <= 1 else f"one of {', '.join(self.members)}"
         if self.answer == UNKNOWN:
             name = "anomalous, cause unknown"
-        lines = [f"[harness] ALARM at row {self.row} (step {self.step:g}): {name} "
-                 f"(P = {self.probability:.2f}; P(anomalous) = {self.anomalous:.2f} >= threshold {self.threshold:.2f})"]
+        if self.detector != "diagnosis":
+            lines = [f"[harness] ALARM at row {self.row} (step {self.step:g}): {name} "
+                     f"({self.detector}: {self.symptom}; score {self.probability:.3g})"]
+        else:
+            lines = [f"[harness] ALARM at row {self.row} (step {self.step:g}): {name} (P = {self.probability:.2f}; "
+                     f"P(anomalous) = {self.anomalous:.2f} >= threshold {self.threshold:.2f})"]
         lines += [f"  {report_line(item, ev)}" for item, ev in self.evidence.items()]
         if self.settings:
             lines.append(f"  check: {', '.join(self.settings)}")
@@ -80,7 +89,8 @@ class Alarm:
     def as_dict(self) -> dict[str, Any]:
         return {"row": self.row, "step": self.step, "answer": self.answer, "members": list(self.members),
                 "probability": self.probability, "anomalous": self.anomalous, "threshold": self.threshold,
-                "evidence": self.evidence, "settings": list(self.settings), "fix": self.fix}
+                "evidence": self.evidence, "settings": list(self.settings), "fix": self.fix,
+                "detector": self.detector, "symptom": self.symptom}
 
 
 def fault_fix(fault: str) -> str:
@@ -149,6 +159,23 @@ class AlarmPolicy:
         return alarm
 
 
+    def see_detector(self, alarm: DetectorAlarm, detector: str, row: int, step: float) -> Alarm | None:
+        """A streaming detector's alarm: raised the first time the detector names this fault (or, naming
+        none, this symptom); the detector's own rules decide when it fires, so no patience or warm-up."""
+        answer = alarm.fault if alarm.fault in FAULTS else UNKNOWN
+        key = (answer,) if answer != UNKNOWN else (UNKNOWN, alarm.symptom)
+        if any((a.answer,) == key or (a.answer, a.symptom) == key for a in self.alarms if a.detector == detector):
+            return None
+        members = (answer,) if answer != UNKNOWN else ()
+        out = Alarm(row=row, step=step, answer=answer, members=members, probability=float(alarm.score),
+                    anomalous=math.nan, threshold=math.nan, evidence={}, settings=(),
+                    fix={f: fault_fix(f) for f in members}, detector=detector, symptom=alarm.symptom)
+        self.alarms.append(out)
+        if self.stop_on == ANY or self.stop_on == answer:
+            self.should_stop = True
+        return out
+
+
 class Monitor:
     """Stream one run's logged rows (the framework's names) into the diagnosis; see the module doc.
 
@@ -158,13 +185,16 @@ class Monitor:
     results directory's, else the one shipped in the package); ``budget``: the share of wall time
     checks may take; ``patience``: consecutive checks an answer must hold; ``warmup``: rows before an
     answer resting on the model alone may alarm; ``hold``: rows such an answer must hold; ``recent``:
-    rows the exact evidence is also read on; ``stop_on``: which alarm sets :attr:`should_stop` (a fault, ``unknown``, ``any``); ``emit``: where
-    alarm messages go (None: nowhere)."""
+    rows the exact evidence is also read on; ``stop_on``: which alarm sets :attr:`should_stop` (a
+    fault, ``unknown``, ``any``); ``emit``: where alarm messages go (None: nowhere); ``detector``: any
+    streaming detector instead of the diagnosis (an instance, a ``{"_target_": ...}`` mapping, a
+    reference detector's name such as ``ptt``, or a dotted class path), fed each canonical row once in
+    order with the run's configuration (harness names) as its RunInfo."""
 
     def __init__(self, profile: str, algo: str | None = None, config: Mapping[str, Any] | None = None,
                  results_dir: str | Path = "results", model: str | Path | None = None, budget: float = BUDGET,
                  patience: int = PATIENCE, stop_on: str | None = None, warmup: int = WARMUP, hold: int = HOLD,
-                 recent: int = RECENT, emit: Callable[[str], None] | None = print) -> None:
+                 recent: int = RECENT, emit: Callable[[str], None] | None = print, detector: Any = None) -> None:
         if not 0 < budget <= 1:
             raise ConfigError(f"budget={budget}; the share of wall time for checks must be in (0, 1]")
         self.profile, self.algo, self.budget = profile, algo, budget
@@ -174,7 +204,9 @@ class Monitor:
         self.recent = recent
         self.policy = AlarmPolicy(patience=patience, stop_on=stop_on, warmup=warmup, hold=hold)
         self.emit = emit
-        self._models = load_models(find_model(results_dir, model))
+        self.detector = None if detector is None else build_detector(detector)
+        self._fed = 0               # canonical rows fed to the detector
+        self._models = {} if self.detector is not None else load_models(find_model(results_dir, model))
         self._rows: list[tuple[float, float, str, float]] = []
         self._n_logged = 0
         self._checked_at = 0
@@ -246,6 +278,8 @@ class Monitor:
 
     def assess(self, log: LoadedLog) -> list[Alarm]:
         """The answer on a canonical log and the alarms it raises (also used by ``watch`` on files)."""
+        if self.detector is not None:
+            return self.feed(log)
         model: DiagnosisModel = pick_model(self._models, log.algo, log.profile)
         answer = answer_frame(model, log.metrics, dict(log.config), recent=self.recent)
         self.last = answer
@@ -258,6 +292,27 @@ class Monitor:
             self.emit(alarm.message())
         return [alarm]
 
+    def feed(self, log: LoadedLog) -> list[Alarm]:
+        """The canonical rows the detector has not seen yet, in order; the alarms they raise."""
+        if self._fed == 0:
+            self.detector.reset(RunInfo(run_id="live", algo=log.algo, env="", backend=log.profile,
+                                        configured=dict(log.config)))
+        self.checks += 1
+        names = [c for c in CANONICAL if c in log.metrics.columns]
+        steps = log.metrics["step"].tolist() if "step" in log.metrics else [math.nan] * len(log.metrics)
+        out = []
+        for i, row in enumerate(log.metrics[names].to_dict("records")[self._fed:], start=self._fed):
+            metrics = {k: float(v) for k, v in row.items() if v is not None and math.isfinite(v)}
+            for raised in self.detector.update(i, metrics) or []:
+                name = type(self.detector).__name__
+                alarm = self.policy.see_detector(raised, name, i + 1, float(steps[i]))
+                if alarm is not None:
+                    out.append(alarm)
+                    if self.emit is not None:
+                        self.emit(alarm.message())
+        self._fed = len(log.metrics)
+        return out
+
     # ---- state ------------------------------------------------------------------------------------
     @property
     def alarms(self) -> list[Alarm]:
@@ -269,7 +324,9 @@ class Monitor:
 
     def scalars(self) -> dict[str, float]:
         """What the monitor writes to the framework's logger (under ``harness/``): P(anomalous) and the
-        threshold of the last check, and the number of alarms so far."""
+        threshold of the last check (the diagnosis), and the number of alarms so far."""
+        if self.detector is not None:
+            return {f"{PREFIX}alarms": float(len(self.alarms))} if self.checks else {}
         if self.last is None:
             return {}
         return {f"{PREFIX}p_anomalous": float(self.last.anomalous), f"{PREFIX}threshold": float(self.last.threshold),
