@@ -38,7 +38,7 @@ class Experiment:
             **({"engine": self.engine} if self.engine != "loop" else {}),
             "training": TRAINING_VERSION,   # the training code's version (harness/__init__.py)
             "algo": _plain(self.algo),
-            "env": _plain(self.env),
+            "env": {k: v for k, v in _plain(self.env).items() if (k, v) != ("engine", "gymnasium")},  # ids kept
             "backend": {"name": self.backend.name},   # its trainers follow from the name
             "fault_name": self.fault.name,
             "fault_version": getattr(self.fault, "version", 1),   # the fault's own code version (faults/base.py)

@@ -280,6 +280,10 @@ class GRPOConfig:
                               f"completion each ({self.batch_size} completions, {self.n_minibatches} minibatches)")
 
 
+#: the engines that step a vector env (benchmarks/env_engines.py measures them)
+ENV_ENGINES = ("gymnasium", "envpool")
+
+
 @dataclass
 class EnvConfig:
     """A gymnasium environment and the training budget on it."""
@@ -288,9 +292,12 @@ class EnvConfig:
     id: str = MISSING                # gymnasium id, e.g. CartPole-v1
     total_timesteps: int = MISSING   # env steps (all envs together)
     kwargs: dict[str, Any] = field(default_factory=dict)
+    engine: str = "gymnasium"        # gymnasium (its vector envs) | envpool (pip install -e '.[envs]')
 
     def validate(self) -> None:
         check_range("env", "total_timesteps", self.total_timesteps, ge=1, kind=int)
+        if self.engine not in ENV_ENGINES:
+            raise ConfigError(f"env.engine={self.engine!r}; valid choices: {', '.join(ENV_ENGINES)}")
 
 
 @dataclass
