@@ -23,6 +23,7 @@ from tests.helpers import make_experiment, train
 
 GRPO = ["algo=grpo", "env=toyseq"]
 SHORT = ["env.total_timesteps=25600"]                 # 20 updates
+LEARN = ["env.total_timesteps=51200"]                 # 40 updates: enough for a healthy reward to rise on any CPU family
 HIGHDIM = ["algo=grpo", "env=highdim", "env.kwargs.dim=4096", "env.total_timesteps=3840"]   # 30 updates
 
 
@@ -152,9 +153,9 @@ def test_gradient_accumulation_is_the_same_update_and_a_fault_can_drop_a_microba
 
 
 def test_stale_sampler_weights_widen_the_gap_and_freeze_the_reward(store_dir):
-    """Issue 14's done-when, on a short run: the faulty run's sampler_logp_diff_mean is far above
+    """Issue 14's done-when, on a 40-update run: the faulty run's sampler_logp_diff_mean is far above
     its twin's, and the twin's reward rises."""
-    common = [*GRPO, *SHORT, f"results_dir={store_dir}"]
+    common = [*GRPO, *LEARN, f"results_dir={store_dir}"]
     faulty, twin = train(["fault=stale_sampler_weights", *common]), train(["fault=none", *common])
     f, t = faulty.metrics, twin.metrics
     assert faulty.meta["fault_form"] == "overridden"
@@ -170,7 +171,10 @@ def test_stale_sampler_weights_widen_the_gap_and_freeze_the_reward(store_dir):
 @pytest.mark.parametrize("variant, fires", [("async_tis", "sampler_mismatch_high"), ("bf16_tis", None),
                                             ("temperature", None)])
 def test_sampler_look_alike_controls_are_healthy(variant, fires, store_dir):
-    res = train([f"algo=grpo_{variant}", "env=toyseq", *SHORT, f"results_dir={store_dir}"])
+    # the temperature control's reward rises slowly (+0.046 over 20 updates on an AVX-512 machine): 40
+    # updates; the sampler controls keep 20 (async_tis's raw mismatch is what a 20-update log shows)
+    res = train([f"algo=grpo_{variant}", "env=toyseq", *(LEARN if variant == "temperature" else SHORT),
+                 f"results_dir={store_dir}"])
     m = res.metrics
     assert res.meta["is_control"] and res.meta["algo_variant"] == variant and res.meta["status"] == "ok"
     assert m["reward_mean"].iloc[-5:].mean() > m["reward_mean"].iloc[:5].mean() + 0.05

@@ -78,6 +78,11 @@ def numeric(run_dir: Path) -> dict[str, pd.DataFrame]:
     return {name: pd.read_parquet(run_dir / f"{name}.parquet") for name in ("metrics", "steps")}
 
 
+#: runs that sample tokens from a transformer: on another CPU family one rounding flip changes a sampled
+#: token and every later number (measured: AVX-512 vs the AVX2 pins, trl env_step from the first update)
+TOKEN_SAMPLED = {name for name in RUNS if name.startswith(("grpo_toyseq", "trl_toyseq"))}
+
+
 @pytest.mark.parametrize("name", sorted(RUNS))
 def test_metrics_unchanged(name, tmp_path_factory):
     if name.startswith("trl_"):
@@ -91,6 +96,10 @@ def test_metrics_unchanged(name, tmp_path_factory):
         assert got == pin["digest"], (f"{name}: metrics changed on the CPU family they were pinned on: if on purpose, "
                                       "bump harness.TRAINING_VERSION and re-pin (python -m tests.test_pinned_metrics)")
         return
+    if name in TOKEN_SAMPLED:
+        pytest.skip(f"{name}: sampled completions diverge from the first generation when kernel rounding flips a "
+                    f"token; pinned bit-exactly on {pins['cpu_capability']}, this machine is "
+                    f"{torch.backends.cpu.get_cpu_capability()}")
     # another CPU family: the same numbers up to kernel rounding
     frames = numeric(run_dir)
     for part, expected in pin["values"].items():
