@@ -82,7 +82,10 @@ def test_ctrl_c_stops_with_one_line_and_leaves_the_store_as_it_was(store):
     before = snapshot(store / "runs")
     proc = subprocess.Popen([sys.executable, "-m", "harness", "fault=zero_reward", "env.total_timesteps=2000000",
                              "progress=false", f"results_dir={store}"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+                            stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            # a terminal's command starts with SIGINT's default action; a pytest-xdist
+                            # worker may ignore SIGINT, and an ignored signal is inherited by children
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 240
     while len(list((store / "locks").glob("*zero_reward*"))) == 0 and time.monotonic() < deadline:
         time.sleep(0.2)      # the lock is taken just before training starts
