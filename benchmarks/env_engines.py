@@ -50,8 +50,9 @@ def make(engine: str, env_id: str, num_envs: int, seed: int = 0) -> Any:
         return envpool.make_gymnasium(env_id, num_envs=num_envs, seed=seed)
     if engine == "gymnasium_async":
         return gym.make_vec(env_id, num_envs=num_envs, vectorization_mode="async")
-    mode = "vector_entry_point" if gym.spec(env_id).vector_entry_point else "sync"
-    return gym.make_vec(env_id, num_envs=num_envs, vectorization_mode=mode)
+    from harness.envs import gymnasium_vector
+
+    return gymnasium_vector(env_id, num_envs)
 
 
 def random_actions(space: Any, n: int, rng: np.random.Generator) -> np.ndarray:

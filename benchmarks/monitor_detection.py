@@ -109,6 +109,28 @@ def alarm_events(hits: list[tuple[int, str | None]]) -> list[tuple[int, str | No
     return out
 
 
+def after_onset(logs: list[dict[str, Any]], det: str) -> dict[str, Any]:
+    """Of faulty logs: the share with an alarm after the onset (any, and naming the fault) and the
+    median rows from the onset to the first of each."""
+    after = [[a for a in r[det] if a[0] > r["onset"]] for r in logs]
+    named = [[a for a in x if a[1]] for x in after]
+    det_delay = [x[0][0] - r["onset"] for x, r in zip(after, logs) if x]
+    name_delay = [x[0][0] - r["onset"] for x, r in zip(named, logs) if x]
+    return {"detected": len(det_delay) / len(logs), "named": len(name_delay) / len(logs),
+            "delay_detect": statistics.median(det_delay) if det_delay else None,
+            "delay_named": statistics.median(name_delay) if name_delay else None}
+
+
+def false_alarms(logs: list[dict[str, Any]], det: str) -> dict[str, Any]:
+    """Of healthy logs: alarms per 1000 rows and the share of logs with any."""
+    return {"alarms_per_1000": 1000 * sum(len(r[det]) for r in logs) / max(1, sum(r["rows"] for r in logs)),
+            "any_alarm": sum(bool(r[det]) for r in logs) / len(logs)}
+
+
+def alarmed_before_onset(log: dict[str, Any], det: str) -> bool:
+    return any(a[0] <= log["onset"] for a in log[det])
+
+
 def summarise(records: list[dict[str, Any]], detectors: list[str]) -> list[dict[str, Any]]:
     """Per group, fault and detector: detection, naming, delays, early alarms; healthy: alarms per 1000 rows."""
     by = defaultdict(list)
@@ -119,19 +141,10 @@ def summarise(records: list[dict[str, Any]], detectors: list[str]) -> list[dict[
         for det in detectors:
             row: dict[str, Any] = {"group": group, "fault": fault, "detector": det, "logs": len(logs)}
             if fault == "none":
-                alarms = sum(len(r[det]) for r in logs)
-                total = sum(r["rows"] for r in logs)
-                row.update(alarms_per_1000=1000 * alarms / max(total, 1),
-                           any_alarm=sum(bool(r[det]) for r in logs) / len(logs))
+                row.update(false_alarms(logs, det))
             else:
-                after = [[(row_, named) for row_, named in r[det] if row_ > r["onset"]] for r in logs]
-                det_delay = [a[0][0] - r["onset"] for a, r in zip(after, logs) if a]
-                named = [[x for x in a if x[1]] for a in after]
-                name_delay = [n[0][0] - r["onset"] for n, r in zip(named, logs) if n]
-                row.update(detected=len(det_delay) / len(logs), named=len(name_delay) / len(logs),
-                           delay_detect=statistics.median(det_delay) if det_delay else None,
-                           delay_named=statistics.median(name_delay) if name_delay else None,
-                           before_onset=sum(any(row_ <= r["onset"] for row_, _ in r[det]) for r in logs) / len(logs))
+                row.update(after_onset(logs, det),
+                           before_onset=sum(alarmed_before_onset(r, det) for r in logs) / len(logs))
             rows.append(row)
     return rows
 
@@ -146,23 +159,14 @@ def pooled(records: list[dict[str, Any]], detectors: list[str]) -> list[dict[str
     for group, family in sorted(groups.items()):
         faulty = [r for r in records if r["group"] == group and r["fault"] != "none"]
         healthy = [r for r in records if r["family"] == family and r["fault"] == "none"]
+        mid = [r for r in faulty if r["onset"] > 0]
         for det in detectors:
             row: dict[str, Any] = {"group": group, "detector": det, "faulty": len(faulty), "healthy": len(healthy)}
             if faulty:
-                after = [[a for a in r[det] if a[0] > r["onset"]] for r in faulty]
-                named = [[a for a in x if a[1]] for x in after]
-                det_delay = [x[0][0] - r["onset"] for x, r in zip(after, faulty) if x]
-                name_delay = [x[0][0] - r["onset"] for x, r in zip(named, faulty) if x]
-                row.update(detected=len(det_delay) / len(faulty), named=len(name_delay) / len(faulty),
-                           delay_detect=statistics.median(det_delay) if det_delay else None,
-                           delay_named=statistics.median(name_delay) if name_delay else None,
-                           before_onset=sum(any(a[0] <= r["onset"] for a in r[det]) for r in faulty
-                                            if r["onset"] > 0) / max(1, sum(r["onset"] > 0 for r in faulty))
-                           if any(r["onset"] > 0 for r in faulty) else None)
+                row.update(after_onset(faulty, det),
+                           before_onset=sum(alarmed_before_onset(r, det) for r in mid) / len(mid) if mid else None)
             if healthy:
-                row.update(alarms_per_1000=1000 * sum(len(r[det]) for r in healthy) / max(1, sum(r["rows"] for r in healthy)),
-                           any_alarm=sum(bool(r[det]) for r in healthy) / len(healthy),
-                           healthy_rows=sum(r["rows"] for r in healthy))
+                row.update(false_alarms(healthy, det), healthy_rows=sum(r["rows"] for r in healthy))
             rows.append(row)
     return rows
 

@@ -7,22 +7,15 @@ import numpy as np
 import pytest
 
 from harness.config import ConfigError, EnvConfig
-from harness.envs import EnvPoolVectorEnv, make_vec_env
+from harness.envs import EnvPoolVectorEnv, gymnasium_vector, make_vec_env
 from harness.hooks import Hooks
 
 envpool = pytest.importorskip("envpool")
 
 
-def _gym(env_id: str, n: int):
-    import gymnasium as gym
-
-    spec = gym.spec(env_id)
-    return gym.make_vec(env_id, num_envs=n, vectorization_mode="vector_entry_point" if spec.vector_entry_point else "sync")
-
-
 @pytest.mark.parametrize("env_id", ["CartPole-v1", "Acrobot-v1", "Pendulum-v1"])
 def test_spaces_and_autoreset_are_gymnasiums(env_id):
-    pool, ref = EnvPoolVectorEnv(env_id, 4), _gym(env_id, 4)
+    pool, ref = EnvPoolVectorEnv(env_id, 4), gymnasium_vector(env_id, 4)
     assert pool.single_observation_space == ref.single_observation_space
     assert pool.single_action_space == ref.single_action_space
     assert pool.metadata["autoreset_mode"] == ref.metadata["autoreset_mode"]

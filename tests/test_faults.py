@@ -22,19 +22,19 @@ def test_expected_signatures_fire_on_fault_not_on_twin(fault, store_dir):
     """Every expected signature fires on at least 2 of the 3 seeds (a scale signature's threshold can
     sit a few percent above one seed's run: excessive_lr's seed 2 peaked at approx_kl 0.898 on an
     AVX-512 machine, above 1 elsewhere); the primary one never fires on a healthy twin."""
-    misses: dict[str, list[str]] = {name: [] for name in FAULTS[fault].expected}
+    expected = FAULTS[fault].expected
+    misses: dict[str, list[str]] = {name: [] for name in expected}
     for seed in SEEDS:
         faulty, twin = run_pair(fault, seed, store_dir)
         assert faulty.meta["status"] == "ok" and twin.meta["status"] == "ok"
-        expected = FAULTS[fault].expected
         on_fault = signatures.evaluate(faulty.metrics, faulty.meta, names=list(expected))
         on_twin = signatures.evaluate(twin.metrics, twin.meta, onset=faulty.meta["onset_update"],
                                       names=list(expected))
         for name in expected:
             if not on_fault[name].fired:
                 misses[name].append(f"seed {seed}: {on_fault[name].evidence}")
-        primary = expected[0]
-        assert not on_twin[primary].fired, f"healthy twin of seed {seed} fired {primary}: {on_twin[primary].evidence}"
+        assert not on_twin[expected[0]].fired, (f"healthy twin of seed {seed} fired {expected[0]}: "
+                                               f"{on_twin[expected[0]].evidence}")
     for name, missed in misses.items():
         assert len(missed) <= 1, f"{fault}: {name} did not fire on {len(missed)} of {len(SEEDS)} seeds: {missed}"
 

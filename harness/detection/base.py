@@ -86,7 +86,6 @@ def build_detector(spec: Any) -> Any:
     from hydra.utils import instantiate
     from omegaconf import OmegaConf
 
-
     if is_detector(spec):
         return spec
     if isinstance(spec, str):

@@ -30,8 +30,7 @@ class EnvPoolVectorEnv(VectorEnv):
     metadata = {"autoreset_mode": AutoresetMode.NEXT_STEP}
 
     def __init__(self, env_id: str, num_envs: int, **kwargs: Any) -> None:
-        import envpool
-
+        envpool = _envpool()
         self._make = lambda seed: envpool.make_gymnasium(env_id, num_envs=num_envs, seed=seed, **kwargs)
         self._env = self._make(0)
         self.num_envs = num_envs
@@ -59,13 +58,18 @@ class EnvPoolVectorEnv(VectorEnv):
         self._env.close()
 
 
-def envpool_ids() -> set[str]:
-    """The env ids EnvPool provides; ConfigError when it is not installed."""
+def _envpool() -> Any:
+    """The envpool module; ConfigError when it is not installed."""
     try:
         import envpool
     except ImportError:
         raise ConfigError("env.engine=envpool needs EnvPool: pip install -e '.[envs]'") from None
-    return set(envpool.list_all_envs())
+    return envpool
+
+
+def envpool_ids() -> set[str]:
+    """The env ids EnvPool provides; ConfigError when it is not installed."""
+    return set(_envpool().list_all_envs())
 
 
 def check_env(env: EnvConfig) -> None:
@@ -84,6 +88,13 @@ def check_env(env: EnvConfig) -> None:
         raise ConfigError(f"env {env.name} ({env.id}): {exc}") from None
 
 
+def gymnasium_vector(env_id: str, num_envs: int, **kwargs: Any) -> Any:
+    """gymnasium's vector env of ``env_id``: the env's own vectorised class where it has one, else
+    SyncVectorEnv."""
+    mode = "vector_entry_point" if gym.spec(env_id).vector_entry_point else "sync"
+    return gym.make_vec(env_id, num_envs=num_envs, vectorization_mode=mode, **kwargs)
+
+
 def make_vec_env(env: EnvConfig, num_envs: int, hooks: Hooks) -> Any:
     """``num_envs`` copies of ``env.id``, natively vectorised when the env offers it, with
     gymnasium's episode recorder (the monitor: ``info["episode"]`` holds the environment's own
@@ -91,12 +102,9 @@ def make_vec_env(env: EnvConfig, num_envs: int, hooks: Hooks) -> Any:
     sit inside any reward wrapper a user adds. ``env.engine=envpool``: EnvPool's C++ envs
     (:class:`EnvPoolVectorEnv`), faster than gymnasium's Python-stepped envs from 8 envs on."""
     if env.engine == "envpool":
-        envpool_ids()
         envs: Any = EnvPoolVectorEnv(env.id, num_envs, **env.kwargs)
     else:
-        spec = gym.spec(env.id)
-        mode = "vector_entry_point" if spec.vector_entry_point else "sync"
-        envs = gym.make_vec(env.id, num_envs=num_envs, vectorization_mode=mode, **env.kwargs)
+        envs = gymnasium_vector(env.id, num_envs, **env.kwargs)
     autoreset = envs.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP)
     if autoreset != AutoresetMode.NEXT_STEP:  # the rollout loops assume next-step autoreset
         raise ConfigError(f"env {env.id} uses autoreset mode {autoreset}; only NEXT_STEP is supported")

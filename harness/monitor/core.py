@@ -158,15 +158,17 @@ class AlarmPolicy:
             self.should_stop = True
         return alarm
 
-
     def see_detector(self, alarm: DetectorAlarm, detector: str, row: int, step: float) -> Alarm | None:
         """A streaming detector's alarm: raised the first time the detector names this fault (or, naming
         none, this symptom); the detector's own rules decide when it fires, so no patience or warm-up."""
         answer = alarm.fault if alarm.fault in FAULTS else UNKNOWN
-        key = (answer,) if answer != UNKNOWN else (UNKNOWN, alarm.symptom)
-        if any((a.answer,) == key or (a.answer, a.symptom) == key for a in self.alarms if a.detector == detector):
-            return None
         members = (answer,) if answer != UNKNOWN else ()
+
+        def key(answer: str, symptom: str) -> tuple[str, ...]:      # a fault, or an unnamed symptom
+            return (answer,) if answer != UNKNOWN else (UNKNOWN, symptom)
+
+        if any(key(a.answer, a.symptom) == key(answer, alarm.symptom) for a in self.alarms if a.detector == detector):
+            return None
         out = Alarm(row=row, step=step, answer=answer, members=members, probability=float(alarm.score),
                     anomalous=math.nan, threshold=math.nan, evidence={}, settings=(),
                     fix={f: fault_fix(f) for f in members}, detector=detector, symptom=alarm.symptom)
@@ -300,11 +302,11 @@ class Monitor:
         self.checks += 1
         names = [c for c in CANONICAL if c in log.metrics.columns]
         steps = log.metrics["step"].tolist() if "step" in log.metrics else [math.nan] * len(log.metrics)
+        name = type(self.detector).__name__
         out = []
         for i, row in enumerate(log.metrics[names].to_dict("records")[self._fed:], start=self._fed):
             metrics = {k: float(v) for k, v in row.items() if v is not None and math.isfinite(v)}
             for raised in self.detector.update(i, metrics) or []:
-                name = type(self.detector).__name__
                 alarm = self.policy.see_detector(raised, name, i + 1, float(steps[i]))
                 if alarm is not None:
                     out.append(alarm)
