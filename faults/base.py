@@ -61,9 +61,15 @@ class Fault(Hooks):
     backends: ClassVar[tuple[str, ...]] = ("native",)
     #: the expected signature (a hypothesis the catalogue tests); the first is the primary one
     expected: ClassVar[tuple[str, ...]] = ()
+    #: why no signature is expected, for a bug its reports found invisible in the logs (``expected`` empty)
+    no_trace_expected: ClassVar[str] = ""
     #: the bug exists only where a separate rollout engine (vLLM, SGLang) generates the completions, so a
     #: framework that logs the engine's metrics only with one (TRL: ``use_vllm``) always logs them with it
     needs_rollout_engine: ClassVar[bool] = False
+    #: the onsets at which the bug can exist: "0" (from the start) and "mid" (switched on mid-run). A bug
+    #: of a resume exists mid-run only (at onset 0 nothing changes); one of how the envs are built exists
+    #: from the start only (a later onset is refused). The sweeps draw only these.
+    onset_kinds: ClassVar[tuple[str, ...]] = ("0", "mid")
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -102,6 +108,8 @@ class Fault(Hooks):
                     raise ConfigError(f"fault.{f.name}={value!r}; valid choices: {', '.join(map(str, choices))}")
             else:
                 check_range("fault", f.name, value, kind=kind, **bounds)
+        if self.onset > 0 and "mid" not in self.onset_kinds:
+            raise ConfigError(f"fault.onset={self.onset}: {self.name} acts where the run starts (onset 0 only)")
         self.active = False
 
     @classmethod

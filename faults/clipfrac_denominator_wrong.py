@@ -7,6 +7,11 @@ numel(broadcast) / count_nonzero(loss_mask)"; "I measured **84x** inflation"; "M
 loss itself is unaffected"; the issue is closed). Here each sample's clip indicator and k3 term
 are broadcast against a per-dimension mask of ``width`` columns (RLinf's action_dim x chunks) and
 divided by the sample count, so both read ``width`` times too high; training is untouched.
+Every clip fraction and KL estimate the update computes is reduced the same way (kl_k1, the binding
+clip fraction, the low / high clip fractions read ``width`` x too high as well); the ratio
+statistics stay right, as RLinf's sibling ratio metrics did ("The same function already handles
+this shape mismatch for its sibling metrics 20 lines below"). A log in SB3's or CleanRL's names
+carries clip_fraction and approx_kl alone.
 
 Transplanted: RLinf's policies emit action chunks (action_dim x num_action_chunks = 84 in the
 report); the harness's PPO policies emit one action, so ``width`` (84 by default, the report's
@@ -26,6 +31,7 @@ class ClipfracDenominatorWrong(Fault):
                        kind=int)
 
     name = "clipfrac_denominator_wrong"
+    version = 2            # 2: every clip fraction and KL estimate is reduced the wrong way, not two of them
     kind = "telemetry"
     description = ("the logged clipfrac and approx_kl are a sum over a broadcast tensor divided by the un-broadcast "
                    "count: both read width x too high (84x in the report); training is healthy")
@@ -40,9 +46,17 @@ class ClipfracDenominatorWrong(Fault):
                       mask: torch.Tensor | None) -> dict[str, float]:
         rows = ratio.shape[0] if mask is None else int(mask.sum())
         per_dim = torch.ones(ratio.shape[0], self.width)            # the mask the sum is broadcast against
-        clipped = ((ratio - 1).abs() > clip_range).float()
-        k3 = (ratio - 1) - log_ratio
-        if mask is not None:                                         # token rows: real tokens only
-            clipped, k3 = torch.where(mask, clipped, 0.0).sum(-1), torch.where(mask, k3, 0.0).sum(-1)
-        return {**stats, "clipfrac": float((clipped[:, None] * per_dim).sum() / rows),
-                "approx_kl": float((k3[:, None] * per_dim).sum() / rows)}
+
+        def reduced(x: torch.Tensor) -> float:
+            """Sum over the broadcast [rows, width] tensor, divided by the un-broadcast count."""
+            x = x.float()
+            if mask is not None:                                     # token rows: real tokens only
+                x = torch.where(mask, x, 0.0).sum(-1)
+            return float((x[:, None] * per_dim).sum() / rows)
+
+        # the siblings that also need the advantages (not passed here) come out of the same reduction as
+        # ``width`` x their right value: a sum over the broadcast tensor is width x the un-broadcast sum
+        siblings = {name: self.width * stats[name] for name in ("kl_k1", "clipfrac_binding", "clip_low_frac",
+                                                                  "clip_high_frac")}
+        return {**stats, **siblings, "clipfrac": reduced((ratio - 1).abs() > clip_range),
+                "approx_kl": reduced((ratio - 1) - log_ratio)}

@@ -88,7 +88,22 @@ class Hooks:
         """Whether the running observation statistics (NormalizeObservation / VecNormalize) update."""
         return True
 
+    def env_seeds(self, seed: int, num_envs: int) -> list[int] | None:
+        """The seeds of the vector env's first reset, one per env; None: the framework's own (gymnasium
+        and SB3 give env i the seed ``seed + i``)."""
+        return None
+
+    def normalization_restarts(self, update: int) -> bool:
+        """Whether the running normalisation statistics (observations, and rewards where normalised)
+        start over before update ``update``'s rollout, as in a run resumed without them."""
+        return False
+
     # ---- the clipped-surrogate update (harness/agents/core.py) -------------------------------------
+
+    def micro_share(self, share: float, n_micro: int) -> float:
+        """A micro-batch's weight in its minibatch's loss under gradient accumulation
+        (:func:`harness.agents.core.micro_shares`: its part of the minibatch's tokens or rows)."""
+        return share
 
     def zero_grad(self, optimizer: torch.optim.Optimizer) -> None:
         """Clear the gradients before a minibatch's backward pass."""
@@ -206,6 +221,8 @@ HOOK_SITES: dict[str, str] = {
     "final_observation": "rollout",
     "assumes_same_step_autoreset": "rollout",
     "obs_norm_training": "rollout",
+    "normalization_restarts": "rollout",
+    "env_seeds": "env construction",
     "gae": "advantage estimation",
     "advantages": "advantage estimation",
     "group_layout": "advantage estimation",
@@ -223,6 +240,7 @@ HOOK_SITES: dict[str, str] = {
     "surrogate": "update-loop hook",
     "loss": "update-loop hook",
     "microbatch_backward": "update-loop hook",
+    "micro_share": "update-loop hook",
     "zero_grad": "update-loop hook",
     "optimizer_step": "update-loop hook",
     "ratio_metrics": "logged metrics",

@@ -25,7 +25,9 @@ from harness.store import RunStore
 from tests.helpers import train
 
 PPO = ["env.total_timesteps=12288", "algo.n_steps=64"]
-GRPO = ["algo=grpo", "env=toyseq", "env.total_timesteps=15360"]
+#: groups of 16 make a group of equal rewards (0/0 under adv_std_no_floor zero_std) rarer, so the six faulty
+#: seeds diverge at different updates (2-14 of 24 measured), not all within the first one
+GRPO = ["algo=grpo", "env=toyseq", "algo.group_size=16", "algo.n_prompts=8", "env.total_timesteps=30720"]
 CRASHING = ["env.id=harness-test/Crashing-v0", "algo.num_envs=2", "algo.n_steps=32", "env.total_timesteps=2000"]
 SEEDS = range(6)
 
@@ -134,7 +136,7 @@ def test_a_diverged_run_shows_no_artefacts_of_being_short(store):
     sig = adv.query("kind == 'signature'").set_index("name")
     assert sig["n_diverged"].iloc[0] == 6
     completed = [int(n) for n in sig["diverged_updates"].iloc[0].split(", ")]
-    assert len(completed) == 6 and max(completed) <= 5          # stopped within the first few updates
+    assert len(completed) == 6 and max(completed) < 24           # each stopped before the end of its run
     # each twin is read over the same short window: being short is no evidence
     assert sig.loc["nonfinite", "rate_faulty"] == 1 and sig.loc["nonfinite", "rate_healthy"] == 0
     for name in ("ratio_pinned", "approx_kl_zero", "param_frozen", "clipfrac_zero", "loss_zero"):
@@ -293,3 +295,17 @@ def test_a_small_store_builds_with_plots(small_runs, tmp_path, controls):
     assert "## zero_reward | ppo/cartpole/native" in md and "## Healthy baselines" in md
     assert "![traces](plots/traces_zero_reward" in md
     assert "`zero_reward` |" in (out / "FAULTS.md").read_text()
+
+
+def test_a_fault_of_a_later_code_version_still_finds_its_twins():
+    """base_key drops what makes a run faulty (fault name, parameters, code version) and the seed: a
+    fault whose ``version`` was bumped (adv_std_no_floor is at 2, fault=none at 1) keeps its healthy
+    twins (it lost them when the version was left in the key)."""
+    from harness.analysis.runs import base_key
+    from harness.pipeline.compose import make_experiment
+    from harness.pipeline.train import healthy_twin
+
+    exp = make_experiment(["fault=adv_std_no_floor", "fault.variant=zero_std", *GRPO, "seed=3"])
+    faulty, twin = exp.key(), healthy_twin(exp).key()
+    assert faulty["fault_version"] == 2 and twin["fault_version"] == 1
+    assert base_key({"config": faulty}) == base_key({"config": {**twin, "seed": 5}})

@@ -6,7 +6,7 @@ import pytest
 
 from faults import FAULTS
 from harness.analysis import signatures
-from tests.helpers import SHORT, train
+from tests.helpers import LOUD, SHORT, train
 
 CORE = ["shared_policy", "ppo_epochs_ignored", "tiny_clip", "zero_reward", "excessive_lr"]
 SEEDS = [0, 1, 2]
@@ -14,7 +14,7 @@ SEEDS = [0, 1, 2]
 
 def run_pair(fault: str, seed: int, store_dir, *extra: str):
     common = [f"seed={seed}", f"results_dir={store_dir}", *SHORT, *extra]
-    return train([f"fault={fault}", *common]), train(["fault=none", *common])
+    return train([f"fault={fault}", *LOUD.get(fault, []), *common]), train(["fault=none", *common])
 
 
 @pytest.mark.parametrize("fault", CORE)
@@ -80,8 +80,8 @@ def test_tiny_clip_and_excessive_lr_are_misconfigured_by_default(store_dir):
 def test_overridden_form_keeps_the_intended_value_in_the_config(store_dir):
     lr = train(["fault=excessive_lr", "fault.form=overridden", f"results_dir={store_dir}", *SHORT])
     assert lr.meta["hyperparameters"]["configured"]["lr"] == pytest.approx(1e-3)
-    assert lr.meta["hyperparameters"]["effective"]["lr"] == pytest.approx(0.1)
-    assert lr.metrics["lr"].tolist() == pytest.approx([0.1] * 12)
+    assert lr.meta["hyperparameters"]["effective"]["lr"] == pytest.approx(3e-3)          # 3x, the default
+    assert lr.metrics["lr"].tolist() == pytest.approx([3e-3] * 12)
     # a misconfigured value switched on mid-run: the config shows what the run started with
     late = train(["fault=tiny_clip", "fault.onset=4", f"results_dir={store_dir}", *SHORT])
     assert late.meta["hyperparameters"]["configured"]["clip_range"] == 0.2
@@ -100,3 +100,17 @@ def test_fault_parameter_changes_the_run(store_dir):
     a = train(["fault=tiny_clip", "fault.clip_range=0.05", f"results_dir={store_dir}", *SHORT])
     assert (a.metrics["clip_range"] == 0.05).all()
     assert a.meta["fault_params"] == {"clip_range": 0.05, "form": "misconfigured"}
+
+
+def test_learning_rate_severities_span_what_reports_describe():
+    """excessive_lr and lr_too_low: the dataset draws a few x to 100x, and the default sits near the
+    reported case (ml-agents#1237 ran ~3x its default lr), not at the loud end (it was 100x: 1e-3 -> 0.1)."""
+    from pathlib import Path
+
+    import yaml
+
+    space = yaml.safe_load((Path(__file__).parents[1] / "harness/conf/sweep/dataset.yaml").read_text())
+    drawn = space["hydra"]["sweeper"]["space"]["faults"]
+    for fault, default in (("excessive_lr", 3.0), ("lr_too_low", 10.0)):
+        assert drawn[fault]["factor"] == ["loguniform", 3.0, 100.0], fault
+        assert FAULTS[fault]().factor == default and FAULTS[fault].default_config()["factor"] == default

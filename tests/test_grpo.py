@@ -11,7 +11,7 @@ from harness.agents.grpo_math import group_advantages
 from harness.analysis import signatures
 from harness.config import ConfigError
 from harness.store import RunStore
-from tests.helpers import make_experiment, train
+from tests.helpers import LOUD, make_experiment, train
 
 GRPO = ["algo=grpo", "env=toyseq"]
 SHORT = ["env.total_timesteps=25600"]            # 20 updates of 128 completions (<= 10 tokens each)
@@ -25,12 +25,13 @@ FAINT = {"kl_penalty_sign_flip": "at beta=0.04 the flipped KL term barely moves 
          "grad_accum_microbatch_dropped": "grad_norm_small's default threshold (10) is PPO's scale: the GRPO twin is "
                                           "below it too (the catalogue calibrates it); tests/test_llm_faults_more.py "
                                           "checks the step uses only the last micro-batch and the grad norm drops"}
-FOR_GRPO = sorted(name for name, cls in FAULTS.items() if "grpo" in cls.algos and name != "none" and name not in FAINT)
+FOR_GRPO = sorted(name for name, cls in FAULTS.items()
+                  if "grpo" in cls.algos and name != "none" and name not in FAINT and cls.expected)
 
 
 def run_pair(fault: str, seed: int, store_dir, *extra: str):
     common = [*GRPO, f"seed={seed}", f"results_dir={store_dir}", *SHORT, *extra]
-    return train([f"fault={fault}", *common]), train(["fault=none", *common])
+    return train([f"fault={fault}", *LOUD.get(fault, []), *common]), train(["fault=none", *common])
 
 
 def test_group_advantages():
@@ -137,36 +138,67 @@ def test_reference_not_frozen_measures_only_the_drift_within_an_update(store_dir
     assert (in_loss.metrics["kl_ref"] == 0).all()                 # TRL 0.14: at the loss's own weights
 
 
-def test_group_size_one_zeroes_advantages_keeps_batch_size(store_dir):
+def test_group_size_one_runs_as_verl_runs_rollout_n_1(store_dir):
+    """verl accepts rollout.n = 1 (its default): its GRPO estimator gives a group of one mean 0 and std
+    1, so the advantage is the raw reward; its vectorised RLOO zeroes every advantage (PR #7581)."""
     faulty, _ = run_pair("group_size_one", 0, store_dir)
     assert faulty.meta["hyperparameters"]["effective"]["group_size"] == 1
     # misconfigured: the config a detector sees holds G = 1 (with as many prompts as completions)
     assert faulty.meta["hyperparameters"]["configured"]["group_size"] == 1
     assert faulty.meta["hyperparameters"]["configured"]["n_prompts"] == 128
     m = faulty.metrics
-    assert (m["adv_mean"] == 0).all() and (m["adv_std"] == 0).all() and (m["policy_loss"] == 0).all()
     assert (m["frac_reward_zero_std"] == 1).all() and (m["group_reward_std_mean"] == 0).all()
+    assert np.allclose(m["adv_mean"], m["reward_mean"] / (1 + 1e-6), rtol=1e-5) and (m["adv_mean"] > 0).all()
+    assert (m["policy_loss"] != 0).any()
+    zero = train(["fault=group_size_one", "fault.estimator=rloo_vectorized", *GRPO, *SHORT, f"results_dir={store_dir}"])
+    z = zero.metrics
+    assert (z["adv_mean"] == 0).all() and (z["adv_std"] == 0).all() and (z["policy_loss"] == 0).all()
 
 
 def test_adv_std_no_floor_residue_gives_finite_huge_advantages(store_dir):
-    from faults.adv_std_no_floor import loo_advantages
+    from harness.agents.grpo_math import loo_advantages
 
     # the default rewards: 0.3 (format only) and 0.95 (right) are not dyadic fractions; a 7-vs-1 split
     fmt_only, right = np.float32(0.3), np.float32(0.3) + np.float32(0.65)
-    adv = loo_advantages(torch.tensor([fmt_only] * 7 + [right]), 8)
+    adv = loo_advantages(torch.tensor([fmt_only] * 7 + [right]), 8, floor=0.0)      # the guard before the fix
     g, others = torch.tensor([[fmt_only] * 7 + [right]]), (1 - torch.eye(8)).T      # the estimator's own matmuls
     residue = float(((g * g) @ others / 7 - (g @ others / 7).square())[0, -1])
     # whether fp32 leaves a residue here depends on the matmul kernel (AVX2 does, AVX-512 MKL does not)
     assert torch.isfinite(adv).all() and (adv[-1] > 1000 if residue > 0 else adv[-1] == right - fmt_only)
-    adv = loo_advantages(torch.tensor([right] * 7 + [0.0]), 8)
+    adv = loo_advantages(torch.tensor([right] * 7 + [0.0]), 8, floor=0.0)
     assert adv[-1] < -1000                                               # NeMo-RL PR 4158's [0, 0.95 x 7]
+    fixed = loo_advantages(torch.tensor([right] * 7 + [0.0]), 8)         # PR 4161's floor: r - baseline
+    assert fixed[-1] == pytest.approx(-float(right), rel=1e-5)
     assert torch.allclose(loo_advantages(torch.tensor([1.0] * 7 + [0.0]), 8)[-1], torch.tensor(-1.0))  # dyadic
-    faulty, twin = run_pair("adv_std_no_floor", 0, store_dir)
+    faulty, twin = run_pair("adv_std_no_floor", 0, store_dir, "algo.baseline=leave_one_out")
+    assert faulty.meta["hyperparameters"]["configured"]["baseline"] == "leave_one_out"
     assert faulty.meta["status"] == "ok" and np.isfinite(faulty.metrics["adv_std"]).all()
     assert faulty.metrics["adv_std"].max() > 30 > 2 > twin.metrics["adv_std"].max()
     zero = train(["fault=adv_std_no_floor", "fault.variant=zero_std", *GRPO, *SHORT, f"results_dir={store_dir}"])
     assert zero.meta["status"] == "diverged" and zero.metrics["nonfinite"].iloc[-1] == 1
     assert zero.meta["hyperparameters"]["effective"]["adv_eps"] == 0
+
+
+def test_adv_std_no_floor_twin_is_the_same_estimator_with_the_floor():
+    """The healthy twin of loo_residue is NeMo-RL's leave-one-out estimator with PR 4161's floor, so the
+    two differ only where a leave-one-out std lies in (0, 1e-3]: on a 4/4 split (std well above the
+    floor) they agree exactly, where the twin used to be mean / std (1.155 vs 0.935)."""
+    from harness.agents.grpo_math import hooked_group_advantages
+    from harness.hooks import HEALTHY
+    from harness.pipeline.train import healthy_twin
+
+    exp = make_experiment(["fault=adv_std_no_floor", *GRPO, *SHORT])
+    twin = healthy_twin(exp)
+    assert exp.algo.baseline == twin.algo.baseline == "leave_one_out" and twin.algo.scale == "group"
+    split = torch.tensor([0.3, 0.3, 0.3, 0.3, 0.95, 0.95, 0.95, 0.95])
+    fault = exp.fault
+    fault.active = True
+    assert torch.equal(hooked_group_advantages(split, exp.algo, fault), hooked_group_advantages(split, twin.algo, HEALTHY))
+    uniform = torch.tensor([0.95] * 7 + [0.0])           # the singleton's others: a uniform set, std 0 or residue
+    assert hooked_group_advantages(uniform, twin.algo, HEALTHY)[-1] == pytest.approx(-0.95, rel=1e-5)
+    refusal = exp.fault.refusal("trl")
+    assert refusal and "leave-one-out" in refusal and make_experiment(
+        ["fault=adv_std_no_floor", "fault.variant=zero_std", "backend=trl", *GRPO, *SHORT]).algo.baseline == "mean"
 
 
 def test_kl_penalty_sign_flip_pushes_away_from_the_reference(store_dir):

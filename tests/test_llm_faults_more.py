@@ -87,14 +87,28 @@ def test_eos_masked_drops_exactly_the_eos_tokens(store_dir):
     assert hook.completion_mask(mask, tokens, 2, 1).tolist() == [[True, True, False, False], [True] * 4]
 
 
-def test_post_eos_unmasked_trains_on_the_padding(store_dir):
+def test_post_eos_unmasked_keeps_padding_only_where_the_completion_has_no_eos(store_dir):
+    """verl's mask from EOS positions alone (verl#3805): a completion that stopped on the second end
+    token (the setting: generation also stops at </a>, for the run and its twin) keeps its padding;
+    one that ended on EOS, or was cut at the length limit, is masked as before."""
+    hook = FAULTS["post_eos_unmasked"]()
+    # eos=2, pad=0, </a>=4: ended on EOS / stopped at </a> / cut at the limit
+    tokens = torch.tensor([[3, 5, 4, 2, 0, 0], [3, 5, 4, 0, 0, 0], [3, 5, 5, 5, 5, 5]])
+    healthy = torch.tensor([[1, 1, 1, 1, 0, 0], [1, 1, 1, 0, 0, 0], [1, 1, 1, 1, 1, 1]], dtype=torch.bool)
+    got = hook.completion_mask(healthy, tokens, 2, 0)
+    assert got[0].tolist() == healthy[0].tolist() and got[2].tolist() == healthy[2].tolist()
+    assert got[1].all()                                                   # the padding after </a> joined the mask
+
     fault, twin = fault_and_twin(store_dir, "post_eos_unmasked")
+    for run in (fault, twin):                                             # the setting: both stop at </a> too
+        assert run.meta["hyperparameters"]["configured"]["stop_at_close"] is True
     generated = fault.metrics["length_mean"].to_numpy() * B
     trained = first_epoch_tokens(store_dir, fault)
     assert (trained > generated + 0.5).all()                             # padding joined the mask
-    assert (trained % B == 0).all()                                      # every position of the padded batch
     assert first_epoch_tokens(store_dir, twin) == pytest.approx(twin.metrics["length_mean"].to_numpy() * B, abs=0.5)
-    # the summed completion log-prob now includes padding the warm-up never produced after EOS
+    # well-formed completions now end at </a> and are rewarded as such: the twin still learns the format
+    assert twin.metrics["reward_mean"].iloc[0] > 0.3
+    # the summed completion log-prob now includes padding the warm-up never produced
     assert fault.metrics["logp_mean"].iloc[0] < twin.metrics["logp_mean"].iloc[0] - 5
     assert signature_fires(fault, "logp_per_token_low") and not signature_fires(twin, "logp_per_token_low")
     # generation is untouched: the first rollout is the twin's

@@ -29,7 +29,7 @@ def test_zero_reward_onset(store_dir):
 
 
 def test_hyperparameter_fault_onset(store_dir):
-    res = train(["fault=excessive_lr", "fault.onset=6", f"results_dir={store_dir}", *SHORT])
+    res = train(["fault=excessive_lr", "fault.factor=100", "fault.onset=6", f"results_dir={store_dir}", *SHORT])
     lr = res.metrics.set_index("update")["lr"]
     assert (lr.loc[:5] == 1e-3).all()
     assert lr.loc[6:].tolist() == pytest.approx([0.1] * 6)

@@ -15,7 +15,7 @@ from faults import FAULTS
 from harness.analysis import signatures
 from harness.config import ConfigError
 from harness.metrics import CANONICAL
-from tests.helpers import SHORT, make_experiment, train
+from tests.helpers import LOUD, SHORT, make_experiment, train
 
 #: the faults of the PPO library (issue 13); the five core PPO faults are tested in test_faults.py
 LIBRARY = sorted(["truncation_as_termination", "autoreset_misuse", "gae_no_done_mask", "wrong_gamma",
@@ -53,7 +53,7 @@ CASES = [(backend, fault) for backend in ("native", "sb3") for fault in LIBRARY 
 
 def pair(fault: str, backend: str, seed: int, store_dir, *extra: str):
     common = [*BUDGET[backend], *EXTRA.get(fault, []), f"seed={seed}", f"results_dir={store_dir}"]
-    faulty = train([f"fault={fault}", *common, *extra])
+    faulty = train([f"fault={fault}", *LOUD.get(fault, []), *common, *extra])
     twin = train(["fault=none", *common, *[f"algo.{k}={v}" for k, v in FAULTS[fault]().setting().items()]])
     return faulty, twin
 
@@ -102,7 +102,9 @@ def same(a: pd.Series, b: pd.Series) -> bool:
 def test_telemetry_faults_leave_training_untouched(fault, store_dir):
     faulty, twin = pair(fault, "native", 0, store_dir, f"fault.onset={ONSET}")
     assert FAULTS[fault].kind == "telemetry"
-    wrong = {"clipfrac_denominator_wrong": {"clipfrac", "approx_kl"}, "metric_constant": {"clipfrac"}}[fault]
+    wrong = {"clipfrac_denominator_wrong": {"clipfrac", "approx_kl", "kl_k1", "clipfrac_binding", "clip_low_frac",
+                                            "clip_high_frac"},
+             "metric_constant": {"clipfrac", "clip_low_frac", "clip_high_frac"}}[fault]
     for m in CANONICAL:
         if m not in wrong:
             assert same(faulty.metrics[m], twin.metrics[m]), m
@@ -113,6 +115,7 @@ def test_telemetry_faults_leave_training_untouched(fault, store_dir):
     else:
         np.testing.assert_allclose(f["clipfrac"], 84 * t["clipfrac"], rtol=1e-5)
         np.testing.assert_allclose(f["approx_kl"], 84 * t["approx_kl"], rtol=1e-4)
+        np.testing.assert_allclose(f["clipfrac_binding"], 84 * t["clipfrac_binding"], rtol=1e-5)
 
 
 @pytest.mark.parametrize("overrides, message", [

@@ -223,6 +223,21 @@ def test_whiten_tiny_batch_goes_nan_on_the_first_one_sample_minibatch(tmp_path):
         assert steps.iloc[0]["n_samples"] == 1 and steps.iloc[0]["nonfinite"] == 1
 
 
+def test_a_nonfinite_step_is_applied_and_the_update_goes_on_as_real_loops_do(tmp_path):
+    """CleanRL's, SB3's and TRL's loops step a NaN gradient like any other (clip_grad_norm_ by a NaN
+    norm, then Adam): the weights go NaN and the remaining minibatches of the update run on them. The
+    update's row shows it (every planned step taken, NaN losses and parameter change), and the run
+    ends there as ``diverged``, where the real script would crash at its next rollout."""
+    res = train(["fault=whiten_tiny_batch", *ONE_UPDATE, "algo.n_epochs=2", f"results_dir={tmp_path}"])
+    row = res.metrics.iloc[0]
+    assert res.meta["status"] == "diverged" and len(res.metrics) == 1
+    assert row["nonfinite"] == 1 and np.isnan(row["param_delta"]) and np.isnan(row["policy_loss"])
+    steps = RunStore(tmp_path).load_steps(res.run_id)
+    per_epoch = steps.groupby("epoch").size()          # one minibatch per trained sample, both epochs
+    assert list(per_epoch.index) == [0, 1] and per_epoch.iloc[0] == per_epoch.iloc[1] > 900
+    assert steps["stepped"].all() and row["optimizer_steps"] == len(steps) and steps["nonfinite"].all()
+
+
 # ---- observations and rewards --------------------------------------------------------------------
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -283,3 +298,30 @@ def test_the_sweep_adds_healthy_runs_in_each_faults_setting_and_skips_what_sb3_c
     for job in native:          # every planned job composes and validates
         make_experiment([o for o in job if not o.startswith(("twin=", "progress="))])
     assert all(FAULTS[n]().setting() == {} for n in ("none", "policy_loss_sign_flip"))
+
+
+def test_telemetry_faults_break_every_metric_their_buggy_code_computes():
+    """A telemetry bug lives in the code that computes a family of metrics, so no sibling computed by
+    that code stays right to contradict it: metric_constant's range check on the clipped ratio zeroes
+    the clip fraction and its low / high parts (the binding share, verl's pg_clipfrac, is computed
+    another way and stays right, as in verl PR#972); clipfrac_denominator_wrong inflates every clip
+    fraction and KL estimate by the broadcast width while the ratio statistics stay right (RLinf#1471)."""
+    from harness.agents.core import ratio_stats
+
+    gen = torch.Generator().manual_seed(0)
+    log_ratio = 0.4 * torch.randn(256, generator=gen)
+    ratio, adv = log_ratio.exp(), torch.randn(256, generator=gen)
+    pg1, pg2 = -adv * ratio, -adv * ratio.clamp(0.8, 1.2)
+    right = ratio_stats(ratio, log_ratio, pg1, pg2, 0.2, adv)
+    assert right["clip_low_frac"] > 0.05 and right["clip_high_frac"] > 0.05
+
+    const = FAULTS["metric_constant"]().ratio_metrics(dict(right), ratio, log_ratio, 0.2, None)
+    assert const["clipfrac"] == const["clip_low_frac"] == const["clip_high_frac"] == 0
+    for name in ("clipfrac_binding", "approx_kl", "kl_k1", "ratio_mean", "ratio_dev_max"):
+        assert const[name] == right[name], name
+
+    wide = FAULTS["clipfrac_denominator_wrong"](width=84).ratio_metrics(dict(right), ratio, log_ratio, 0.2, None)
+    for name in ("clipfrac", "approx_kl", "kl_k1", "clipfrac_binding", "clip_low_frac", "clip_high_frac"):
+        assert wide[name] == pytest.approx(84 * right[name], rel=1e-5), name
+    for name in ("ratio_mean", "ratio_min", "ratio_max", "ratio_dev_max"):
+        assert wide[name] == right[name], name

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pandas as pd
+import pytest
 
 from tests.helpers import SHORT, train
 
@@ -29,5 +30,17 @@ def test_meta_records_versions_and_config(tmp_path):
     for lib in ("python", "torch", "gymnasium", "numpy", "harness"):
         assert meta["versions"][lib]
     assert meta["config"]["algo"]["lr"] == 1e-3
-    assert meta["hyperparameters"]["effective"]["lr"] == 0.1
+    assert meta["hyperparameters"]["effective"]["lr"] == pytest.approx(3e-3)        # 3x, the default
     assert meta["status"] == "ok" and meta["n_updates"] == meta["n_updates_planned"] == 12
+
+
+def test_a_grpo_run_does_not_depend_on_whether_its_warm_up_was_cached(tmp_path):
+    """The first GRPO run in a store trains the supervised warm-up (its own seed) and caches it; a run
+    that finds it cached must draw the same completions. Training it used to move the global random
+    state, so the same config and seed gave other metrics in a fresh store."""
+    args = ["algo=grpo", "env=toyseq", "env.total_timesteps=2560", "algo.sft_steps=40", "seed=2",
+            f"results_dir={tmp_path}"]
+    fresh = train(args)                                   # trains and caches the warm-up first
+    cached = train([*args, "retrain=true"])               # the warm-up is cached now
+    assert not cached.reused
+    pd.testing.assert_frame_equal(fresh.metrics, cached.metrics, check_exact=True)

@@ -9,7 +9,7 @@ from faults import FAULTS
 from harness.analysis import signatures
 from harness.config import ConfigError
 from harness.metrics import COLUMNS
-from tests.helpers import make_experiment, train
+from tests.helpers import LOUD, make_experiment, train
 
 SB3 = ["backend=sb3", "env.total_timesteps=12288", "algo.n_steps=64"]
 NATIVE = ["backend=native", "env.total_timesteps=12288", "algo.n_steps=64"]
@@ -31,7 +31,7 @@ def test_primary_signature_fires_on_both_backends(fault, store_dir):
     primary = FAULTS[fault].expected[0]
     for backend in (NATIVE, SB3):
         for seed in (0, 1):
-            faulty = train([f"fault={fault}", f"seed={seed}", *backend, f"results_dir={store_dir}"])
+            faulty = train([f"fault={fault}", *LOUD.get(fault, []), f"seed={seed}", *backend, f"results_dir={store_dir}"])
             twin = train(["fault=none", f"seed={seed}", *backend, f"results_dir={store_dir}"])
             got = signatures.evaluate(faulty.metrics, faulty.meta, names=[primary])[primary]
             assert got.fired, f"{fault} on {backend[0]} seed {seed}: {got.evidence}"
@@ -63,7 +63,7 @@ def test_sb3_records_every_ppo_metric(store_dir):
 
 
 def test_sb3_hyperparameter_and_env_faults_switch_at_onset(store_dir):
-    lr = train(["fault=excessive_lr", "fault.onset=3", *SB3, f"results_dir={store_dir}"]).metrics
+    lr = train(["fault=excessive_lr", "fault.factor=100", "fault.onset=3", *SB3, f"results_dir={store_dir}"]).metrics
     assert lr["lr"].tolist() == pytest.approx([1e-3] * 3 + [0.1] * 9)
     clip = train(["fault=tiny_clip", "fault.onset=3", *SB3, f"results_dir={store_dir}"]).metrics
     assert clip["clip_range"].tolist() == pytest.approx([0.2] * 3 + [1e-3] * 9)

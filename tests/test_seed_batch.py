@@ -80,11 +80,26 @@ def test_first_update_is_the_loops(tmp_path, fault, env):
 
 
 def test_chaotic_fault_first_minibatch_is_the_loops(tmp_path):
-    exp = _exp(tmp_path, "fault=excessive_lr", *SMALL)
+    exp = _exp(tmp_path, "fault=excessive_lr", "fault.factor=100", *SMALL)
     batched = next(iter(train_seeds([exp, dataclasses.replace(exp, seed=1)])))[0]["steps"][0]
     loop = next(iter(ppo.train(exp)))["steps"][0]
     for key, value in loop.items():
         assert batched[key] == pytest.approx(value, rel=1e-4, abs=1e-6), key
+
+
+def test_a_nonfinite_seed_steps_as_the_loop_does(tmp_path):
+    """whiten_tiny_batch's NaN step is applied in the batch as in the loop: every planned step of the
+    update is taken on the NaN weights, and each seed's run ends after it."""
+    bad = _exp(tmp_path, "fault=whiten_tiny_batch", "env.total_timesteps=512", "algo.n_steps=64", "algo.num_envs=4")
+    seeds = [bad, dataclasses.replace(bad, seed=1)]
+    rows = list(train_seeds(seeds))
+    assert len(rows) == 1                              # both runs end after their first update
+    for exp, row in zip(seeds, rows[0]):
+        loop = next(iter(ppo.train(exp)))
+        assert {st["epoch"] for st in loop["steps"]} == set(range(exp.algo.n_epochs))   # every epoch ran
+        assert loop["nonfinite"] == row["nonfinite"] == 1
+        assert loop["optimizer_steps"] == row["optimizer_steps"] == len(loop["steps"]) == len(row["steps"])
+        assert math.isnan(loop["param_delta"]) and math.isnan(row["param_delta"])
 
 
 def test_signatures_survive_batching(tmp_path):

@@ -216,13 +216,12 @@ def micro_batch_loss(mb: Batch, adv: torch.Tensor, share: float, weight: float, 
 def optimizer_step(optimizer: torch.optim.Optimizer, params: list[torch.Tensor], loss: float, hp: UpdateHP,
                    hooks: Hooks) -> tuple[float, bool]:
     """Clip the accumulated gradient to ``max_grad_norm`` and step (through the optimizer-step hook),
-    unless the loss or the gradient norm is not finite: then no step. Returns the pre-clip gradient
-    norm and whether a value was non-finite."""
+    as CleanRL's, SB3's and TRL's loops do: a non-finite loss or gradient is stepped like any other
+    (clipping by a NaN norm makes every gradient NaN, and Adam writes NaN weights); nothing skips it.
+    Returns the pre-clip gradient norm and whether the loss or the norm was non-finite."""
     grad_norm = float(clip_grad_norm_(params, hp.max_grad_norm))  # pre-clip total norm
-    if not (math.isfinite(loss) and math.isfinite(grad_norm)):
-        return grad_norm, True
     hooks.optimizer_step(optimizer)
-    return grad_norm, False
+    return grad_norm, not (math.isfinite(loss) and math.isfinite(grad_norm))
 
 
 @torch.no_grad()
@@ -275,9 +274,10 @@ def ppo_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batch: 
     gradients cleared (zero-grad hook), then each of its ``grad_accum`` micro-batches evaluated
     (:func:`micro_batch_loss`) and back-propagated with its loss weighted by its share
     (:func:`micro_shares`; the microbatch-backward hook may drop it), one optimizer step
-    (:func:`optimizer_step`), and its row (:func:`minibatch_metrics`). The update ends early at a
-    non-finite loss or gradient norm (that minibatch is not stepped), or, with ``target_kl``, at the
-    first micro-batch whose approx_kl exceeds 1.5 x target_kl (SB3: before its backward; the
+    (:func:`optimizer_step`), and its row (:func:`minibatch_metrics`). A non-finite loss or
+    gradient is stepped and the update goes on with the weights it wrote, as the frameworks' loops
+    do (``nonfinite``: the run ends after this update). The update ends early only with
+    ``target_kl``, at the first micro-batch whose approx_kl exceeds 1.5 x target_kl (SB3: before its backward; the
     minibatch is not stepped, its row is kept)."""
     params = [p for p in model.parameters() if p.requires_grad]
     for group in optimizer.param_groups:
@@ -286,7 +286,7 @@ def ppo_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batch: 
 
     stats = MinibatchStats()
     grad_norms: list[float] = []
-    nonfinite = False
+    nonfinite = False                       # any minibatch of the update
     with StepCounter(optimizer) as steps:
         for epoch, minibatch, idx in minibatches(batch["adv"].shape[0], hp.n_epochs, hp.n_minibatches, generator):
             adv = batch["adv"][idx]
@@ -302,6 +302,7 @@ def ppo_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batch: 
             for micro, pos in enumerate(torch.arange(len(idx)).tensor_split(n_micro)):   # positions in idx
                 mb = {k: v[idx[pos]] for k, v in batch.items()}
                 share, weight = micro_shares(mb.get("mask"), full_mask, len(pos), len(idx), n_micro, hp.loss_agg)
+                share = hooks.micro_share(share, n_micro)
                 loss, part = micro_batch_loss(mb, adv[pos], share, weight, hp, hooks, evaluate)
                 parts.append(part)
                 if hp.target_kl is not None and part.approx_kl() > 1.5 * hp.target_kl:
@@ -313,14 +314,15 @@ def ppo_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batch: 
             # ---- one optimizer step, and the minibatch's row ---------------------------------
             loss_value = float(sum(p.share * p.loss for p in parts))
             stepped_before = steps.count
-            grad_norm = math.nan
+            grad_norm, bad = math.nan, not math.isfinite(loss_value)
             if not stop:
-                grad_norm, nonfinite = optimizer_step(optimizer, params, loss_value, hp, hooks)
+                grad_norm, bad = optimizer_step(optimizer, params, loss_value, hp, hooks)
                 grad_norms.append(grad_norm)
+            nonfinite = nonfinite or bad
             stats.add({"epoch": epoch, "minibatch": minibatch, **minibatch_metrics(parts, loss_value, hp, hooks),
                        "grad_norm": grad_norm, "lr": hp.lr, "clip_range": hp.clip_range,
-                       "stepped": int(steps.count > stepped_before), "nonfinite": int(nonfinite)})
-            if nonfinite or stop:
+                       "stepped": int(steps.count > stepped_before), "nonfinite": int(bad)})
+            if stop:
                 break
 
     with torch.no_grad():

@@ -118,11 +118,13 @@ def train(exp: Experiment) -> Iterator[dict]:
 
             # ---- generate G completions per prompt -----------------------------------
             envs.reset(seed=exp.seed if update == 0 else None,
-                       options={"group_size": hp.group_size, "max_len": hp.max_new_tokens})
+                       options={"group_size": hp.group_size, "max_len": hp.max_new_tokens,
+                                "stop_at_close": hp.stop_at_close})
             prompts = torch.tensor(task.prompts)                 # a copy: the env autoresets in place
             prompt_mask = prompts != vocab.pad
             gen = sampler.generate(prompts, prompt_mask, hp.max_new_tokens, vocab.eos, vocab.pad,
-                                   hp.temperature, hp.top_k, hp.top_p, hooks)
+                                   hp.temperature, hp.top_k, hp.top_p, hooks,
+                                   also_stop=vocab.close if hp.stop_at_close else None)
             completions = gen.tokens
             env_step += int(gen.lengths.sum())
 

@@ -25,9 +25,35 @@ def group_std(groups: torch.Tensor) -> torch.Tensor:
     return groups.std(1, correction=1 if groups.shape[1] > 1 else 0)
 
 
-def group_advantages(rewards: torch.Tensor, group_size: int, scale: str, eps: float) -> torch.Tensor:
+#: NeMo-RL's floor on the leave-one-out std (PR 4161): a group whose std is below it keeps r - baseline
+LOO_STD_FLOOR = 1e-3
+
+
+def loo_advantages(rewards: torch.Tensor, group_size: int, floor: float = LOO_STD_FLOOR, eps: float = 1e-6,
+                   scale: str = "group") -> torch.Tensor:
+    """NeMo-RL's leave-one-out estimator (``use_leave_one_out_baseline``, ``normalize_rewards``): each
+    completion's baseline and std are those of the other G - 1 rewards, computed by matmuls with
+    (1 - I), the std as sqrt(E[x^2] - E[x]^2) in fp32; r - baseline is divided by (std + eps) only
+    where std > ``floor`` (1e-3 since NeMo-RL PR 4161; ``floor=0`` is the guard before it)."""
+    g = rewards.view(-1, group_size).float()
+    others = 1 - torch.eye(group_size)
+    n = group_size - 1
+    baseline = (g @ others.T) / n
+    mean_sq = ((g * g) @ others.T) / n
+    std = (mean_sq - baseline.square()).sqrt().nan_to_num(0.0)
+    centred = g - baseline
+    if scale == "none":
+        return centred.flatten()
+    return torch.where(std > floor, centred / (std + eps), centred).flatten()
+
+
+def group_advantages(rewards: torch.Tensor, group_size: int, scale: str, eps: float,
+                     baseline: str = "mean") -> torch.Tensor:
     """(r - group mean) / (std + eps), with std over the group (:func:`group_std`; a group of
-    one has advantage exactly 0), the batch, or none."""
+    one has advantage exactly 0), the batch, or none; ``baseline="leave_one_out"``: NeMo-RL's
+    estimator with its std floor (:func:`loo_advantages`)."""
+    if baseline == "leave_one_out":
+        return loo_advantages(rewards, group_size, scale=scale)
     groups = rewards.view(-1, group_size)
     centred = (groups - groups.mean(1, keepdim=True)).flatten()
     if scale == "none":
@@ -40,11 +66,12 @@ def group_advantages(rewards: torch.Tensor, group_size: int, scale: str, eps: fl
 
 
 def hooked_group_advantages(rewards: torch.Tensor, hp: Any, hooks: Hooks) -> torch.Tensor:
-    """The advantages a GRPO trainer uses: :func:`group_advantages` (``hp.scale``, ``hp.adv_eps``)
-    over the rewards as the group-layout hook groups them, through the group-advantages hook."""
+    """The advantages a GRPO trainer uses: :func:`group_advantages` (``hp.scale``, ``hp.adv_eps``,
+    ``hp.baseline``) over the rewards as the group-layout hook groups them, through the
+    group-advantages hook."""
     layout = hooks.group_layout(rewards, hp.group_size)
     return hooks.group_advantages(layout, hp.group_size,
-                                  group_advantages(layout, hp.group_size, hp.scale, hp.adv_eps))
+                                  group_advantages(layout, hp.group_size, hp.scale, hp.adv_eps, hp.baseline))
 
 
 def kl_terms(log_ref_ratio: torch.Tensor, estimator: str, clamp: float | None = None) -> torch.Tensor:

@@ -29,7 +29,7 @@ from harness.agents.base import Trainer
 from harness.agents.core import MinibatchEval, begin_update, ppo_update
 from harness.agents.networks import ActorCritic
 from harness.config import ConfigError, EnvConfig, Experiment
-from harness.envs import make_vec_env
+from harness.envs import make_vec_env, restart_normalization
 
 
 def updates_planned(exp: Experiment) -> int:
@@ -76,9 +76,11 @@ def train(exp: Experiment) -> Iterator[dict]:
     rewards, terminated, truncated = np.zeros((T, N)), np.zeros((T, N)), np.zeros((T, N))
     valid = np.zeros((T, N), dtype=bool)
 
+    first = fault.begin_update(0, cfg)[0]
     if cfg.norm_obs:     # the first reset's observations count under update 0's hooks
-        obs_norm.update_running_mean = fault.begin_update(0, cfg)[0].obs_norm_training()
-    obs, _ = envs.reset(seed=exp.seed)
+        obs_norm.update_running_mean = first.obs_norm_training()
+    seeds = first.env_seeds(exp.seed, N)
+    obs, _ = envs.reset(seed=exp.seed if seeds is None else seeds)
     reset_step = np.zeros(N, dtype=bool)     # True where the next step() only resets the env
     ep_return, ep_length = np.zeros(N), np.zeros(N, dtype=np.int64)
     env_step = 0
@@ -87,6 +89,8 @@ def train(exp: Experiment) -> Iterator[dict]:
     try:
         for update in range(n_updates):
             hooks, hp = begin_update(fault, cfg, update, n_updates)
+            if hooks.normalization_restarts(update):
+                restart_normalization(envs)
             if cfg.norm_obs:
                 obs_norm.update_running_mean = hooks.obs_norm_training()
 

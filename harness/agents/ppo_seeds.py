@@ -9,7 +9,7 @@ stacked parameters ``[S, ...]`` serve every slot's minibatch. The per-slot part 
 runs the loop's own code on the slot's slice (:func:`harness.agents.core.micro_batch_loss` and
 :func:`harness.agents.core.minibatch_metrics`: old log-probs, surrogate, loss, ratio-metric hooks),
 the zero-grad and optimizer-step hooks get a per-slot optimizer (:class:`SlotOptimizer`), and SB3's
-target_kl stop or a non-finite step ends that slot's update only.
+target_kl stop ends that slot's update only.
 
 Small networks make an update cost per call, not per number: the forward and backward passes of 16
 stacked 64-64 MLPs cost about what one does (benchmarks/seed_batch.py measures the gain).
@@ -45,7 +45,7 @@ from harness.agents.core import (
 from harness.agents.networks import LOG_2PI, ActorCritic, categorical_logp_entropy
 from harness.agents.ppo import updates_planned
 from harness.config import ConfigError, Experiment
-from harness.envs import make_vec_env
+from harness.envs import make_vec_env, restart_normalization
 from harness.hooks import overrides
 
 ADAM_EPS = 1e-5        # as the loop's torch.optim.Adam(eps=1e-5) (CleanRL)
@@ -273,6 +273,7 @@ def _minibatch(model: StackedActorCritic, adam: SeedAdam, slots: list[SlotUpdate
                                      metrics={"value_loss": value_loss})
 
             share, weight = micro_shares(None, None, len(pos), len(idx), n_micro, hp.loss_agg)
+            share = hooks.micro_share(share, n_micro)
             loss, part = micro_batch_loss(mb, adv[pos], share, weight, hp, hooks, evaluate)
             parts.append(part)
             if hp.target_kl is not None and part.approx_kl() > 1.5 * hp.target_kl:
@@ -293,16 +294,15 @@ def _minibatch(model: StackedActorCritic, adam: SeedAdam, slots: list[SlotUpdate
         grad_norm = math.nan
         if not stop:
             grad_norm = norms[s] if adam.has_grad[s] else 0.0
-            if math.isfinite(loss_value) and math.isfinite(grad_norm):
-                slot.hooks.optimizer_step(SlotOptimizer(adam, s))
-            else:
-                slot.nonfinite = True
+            slot.hooks.optimizer_step(SlotOptimizer(adam, s))      # non-finite or not, as the loop steps
             slot.grad_norms.append(grad_norm)
+        bad = not (math.isfinite(loss_value) and (stop or math.isfinite(grad_norm)))
+        slot.nonfinite = slot.nonfinite or bad
         slot.stats.add({"epoch": epoch, "minibatch": minibatch,
                         **minibatch_metrics(parts, loss_value, slot.hp, slot.hooks),
                         "grad_norm": grad_norm, "lr": slot.hp.lr, "clip_range": slot.hp.clip_range,
-                        "stepped": int(adam.step_calls[s] > calls_before), "nonfinite": int(slot.nonfinite)})
-        slot.done = slot.nonfinite or stop
+                        "stepped": int(adam.step_calls[s] > calls_before), "nonfinite": int(bad)})
+        slot.done = stop
     adam.flush()
 
 
@@ -311,8 +311,8 @@ def ppo_update_seeds(model: StackedActorCritic, adam: SeedAdam, batches: dict[in
                      ) -> dict[int, tuple[dict[str, float], list[dict[str, float]]]]:
     """:func:`harness.agents.core.ppo_update` for the slots in ``batches`` at once: each slot's
     epochs and minibatches are drawn by its own generator and advance in lockstep with the others'
-    (one batched forward and backward pass per minibatch); a slot whose update ends early (target_kl,
-    a non-finite step) drops out while the others go on. Returns each slot's update metrics and
+    (one batched forward and backward pass per minibatch); a slot whose update ends early (target_kl)
+    drops out while the others go on; a non-finite step is stepped and its slot goes on, as in the loop. Returns each slot's update metrics and
     per-minibatch rows, as ``ppo_update`` does."""
     params = adam.params
     slots: dict[int, SlotUpdate] = {}
@@ -369,9 +369,11 @@ class SlotRun:
         self.model = ActorCritic(self.envs.single_observation_space, self.envs.single_action_space, cfg.hidden)
         self.noise = torch.Generator()                # action noise: the stream the loop samples from
         self.noise.set_state(torch.get_rng_state())
+        first = self.fault.begin_update(0, cfg)[0]
         if cfg.norm_obs:     # the first reset's observations count under update 0's hooks
-            self.obs_norm.update_running_mean = self.fault.begin_update(0, cfg)[0].obs_norm_training()
-        self.obs, _ = self.envs.reset(seed=exp.seed)
+            self.obs_norm.update_running_mean = first.obs_norm_training()
+        seeds = first.env_seeds(exp.seed, cfg.num_envs)
+        self.obs, _ = self.envs.reset(seed=exp.seed if seeds is None else seeds)
         self.env_step = 0
         self.finished = False                         # stopped (diverged): trains no more
         # the episode hooks, where the fault replaces them (else the loop's identity is skipped)
@@ -511,6 +513,9 @@ def train_seeds(exps: Sequence[Experiment]) -> Iterator[list[dict | None]]:
                 return
             begun = {i: begin_update(runs[i].fault, cfg, update, n_updates) for i in live}
             hooks = {i: begun[i][0] for i in live}
+            for i in live:
+                if hooks[i].normalization_restarts(update):
+                    restart_normalization(runs[i].envs)
             if cfg.norm_obs:
                 for i in live:
                     runs[i].obs_norm.update_running_mean = hooks[i].obs_norm_training()

@@ -84,7 +84,8 @@ class Sampler:
 
     @torch.no_grad()
     def generate(self, prompts: torch.Tensor, prompt_mask: torch.Tensor, max_new: int, eos: int, pad: int,
-                 temperature: float, top_k: int, top_p: float, hooks: Hooks) -> Generation:
+                 temperature: float, top_k: int, top_p: float, hooks: Hooks, also_stop: int | None = None
+                 ) -> Generation:
         b = prompts.shape[0]
         model = self.model
         model.train(hooks.dropout_active("rollout"))
@@ -110,7 +111,7 @@ class Sampler:
             tokens[:, t] = token
             logps[:, t] = torch.where(alive, logp_all.gather(-1, token[:, None]).squeeze(-1), 0.0)
             mask[:, t] = alive
-            hit = alive & (token == eos)
+            hit = alive & ((token == eos) if also_stop is None else ((token == eos) | (token == also_stop)))
             ended |= hit
             alive &= ~hit
             if not alive.any():

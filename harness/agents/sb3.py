@@ -42,6 +42,7 @@ from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.logger import Logger
 from stable_baselines3.common.policies import ActorCriticPolicy
+from stable_baselines3.common.running_mean_std import RunningMeanStd
 from stable_baselines3.common.vec_env import VecNormalize
 from torch.nn.utils import parameters_to_vector
 
@@ -63,6 +64,8 @@ EXPRESSIBLE = {
     "final_observation": "env adapter outside Monitor (the terminal_observation SB3 bootstraps from)",
     "assumes_same_step_autoreset": "a next-step-autoreset env adapter (SB3 assumes same-step autoreset)",
     "obs_norm_training": "VecNormalize.training",
+    "env_seeds": "the VecEnv's seeds for its first reset (VecEnv._seeds)",
+    "normalization_restarts": "VecNormalize's statistics (obs_rms, ret_rms) replaced by fresh ones",
     "zero_grad": "policy_kwargs optimizer_class",
 }
 #: the hooks it cannot reach, and why
@@ -72,6 +75,7 @@ NOT_EXPRESSIBLE = {
     "surrogate": "SB3 computes the clipped surrogate inside PPO.train()",
     "optimizer_step": "SB3 steps the optimizer inside PPO.train()",
     "ratio_metrics": "SB3 computes and logs clip_fraction and approx_kl inside PPO.train()",
+    "micro_share": "SB3's PPO has no gradient accumulation",
 }
 
 
@@ -318,6 +322,9 @@ def train(exp: Experiment) -> Iterator[dict]:
                 ent_coef=cfg.ent_coef, vf_coef=cfg.vf_coef, max_grad_norm=cfg.max_grad_norm,
                 normalize_advantage=cfg.norm_adv, target_kl=cfg.target_kl, rollout_buffer_class=InstrumentedBuffer,
                 seed=exp.seed, device="cpu", policy_kwargs=policy_kwargs)
+    seeds = fault.begin_update(0, cfg)[0].env_seeds(exp.seed, cfg.num_envs)
+    if seeds is not None:      # what PPO(seed=...) set (seed + i per env), replaced before the first reset
+        envs.unwrapped._seeds = list(seeds)
     model.set_logger(Logger(folder=None, output_formats=[]))
     model.policy.instrument = model.rollout_buffer.instrument = model.policy.optimizer.instrument = instrument
     model.rollout_buffer.policy = model.policy
@@ -338,6 +345,10 @@ def train(exp: Experiment) -> Iterator[dict]:
             instrument.reset(per_epoch=-(-cfg.batch_size // minibatch_size))
             model.n_epochs, model.batch_size, model.target_kl = hp.n_epochs, minibatch_size, hp.target_kl
             if isinstance(envs, VecNormalize):
+                if hooks.normalization_restarts(update):      # as a new VecNormalize(venv) starts
+                    envs.obs_rms = RunningMeanStd(shape=envs.obs_rms.mean.shape)
+                    envs.ret_rms = RunningMeanStd(shape=())
+                    envs.returns = np.zeros(envs.num_envs)
                 envs.training = hooks.obs_norm_training()
             model.ent_coef, model.vf_coef, model.max_grad_norm = hp.ent_coef, hp.vf_coef, hp.max_grad_norm
             model.normalize_advantage, model.gamma = hp.norm_adv, hp.gamma

@@ -72,14 +72,18 @@ def problem(path: Path) -> str | None:
 
 
 def load_checkpoint(exp: Experiment) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
-    """The warm-up weights and their meta for ``exp``, training and caching them first if needed."""
+    """The warm-up weights and their meta for ``exp``, training and caching them first if needed.
+
+    Training it leaves the global torch random state as it was: a run that trains the warm-up and
+    one that finds it cached draw the same completions (they did not, until the warm-up was forked)."""
     path = checkpoint_dir(exp)
     with RunStore(exp.results_dir).lock(path.name):
         why = problem(path)
         if why is not None:
             if why != "absent":
                 print(f"checkpoint {path.name} is corrupt ({why}): training it again", file=sys.stderr)
-            train_checkpoint(exp, path)
+            with torch.random.fork_rng(devices=[]):    # the caller's random stream is the same either way
+                train_checkpoint(exp, path)
         meta = json.loads((path / META_FILE).read_text())
         state = torch.load(path / MODEL_FILE, weights_only=True)
     return state, meta

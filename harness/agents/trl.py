@@ -110,6 +110,9 @@ NOT_EXPRESSIBLE = {
     "optimizer_step": "the Hugging Face Trainer steps the optimizer inside its training loop",
     "ratio_metrics": "TRL computes and logs its clip ratios inside GRPOTrainer._compute_loss",
     "zero_grad": "the Hugging Face Trainer clears gradients inside its training loop",
+    "micro_share": "the Hugging Face Trainer weights accumulated micro-batches itself (num_items_in_batch)",
+    "normalization_restarts": "GRPO on token tasks has no observation normalisation",
+    "env_seeds": "GRPOTrainer samples prompts from a dataset, not from a vector env",
 }
 #: native settings TRL's GRPOTrainer (with transformers generation) has no counterpart for
 NATIVE_ONLY = {
@@ -119,6 +122,7 @@ NATIVE_ONLY = {
     "use_sampler_logprobs": (False, "without vLLM there are no sampler log-probs to use"),
     "is_correction": ("none", "the importance-sampling correction needs vLLM's sampling log-probs"),
     "kl_estimator": ("k3", "TRL's KL penalty is k3"),
+    "baseline": ("mean", "GRPOTrainer's baseline is the group mean (no leave-one-out baseline, as NeMo-RL's)"),
     "model": ("transformer", "TRL trains a Hugging Face causal LM"),
 }
 #: hyperparameters the trainer reads at run time (a fault may change them at any update)
@@ -211,7 +215,7 @@ def _reward_fn(name: str, rec: Recorder, task: Any, reward_transform: Any) -> An
     fault's reward hooks; records what it saw for the update's metrics."""
 
     def reward(prompts: list, completions: list, completion_ids: list, answer: list, **kwargs: Any) -> list[float]:
-        raw = task.score_completion_ids(completion_ids, answer)
+        raw = task.score_completion_ids(completion_ids, answer, stop_at_close=rec.exp.algo.stop_at_close)
         scores = rec.hooks.reward_scores({k: np.asarray(v, dtype=np.float32) for k, v in raw.items()})
         values = np.asarray(scores[name], dtype=np.float32)
         if reward_transform is not None and rec.hooks is not HEALTHY:
@@ -365,7 +369,7 @@ def rollout(trainer: Any, rec: Recorder, out: dict[str, Any]) -> dict[str, Any]:
     eos, pad = trainer.eos_token_ids[0], trainer._tokenizer.pad_token_id
     generated = cmask.bool()
     lengths = generated.sum(1)
-    ended = (tokens == eos).any(1) & generated.any(1)
+    ended = torch.isin(tokens, torch.tensor(trainer.eos_token_ids)).any(1) & generated.any(1)
 
     def logps(model: Any, mask: torch.Tensor) -> torch.Tensor:
         with torch.no_grad():
@@ -528,6 +532,8 @@ def train(exp: Experiment) -> Iterator[dict]:
     data = Dataset.from_list(dataset_rows(exp, n_updates * configured.n_prompts))
     tokenizer = PreTrainedTokenizerFast.from_pretrained(str(hf_dir))
     model = LlamaForCausalLM.from_pretrained(str(hf_dir))
+    if cfg.stop_at_close:      # a second end token in the generation config; TRL stops and masks at both
+        model.generation_config.eos_token_id = [tokenizer.eos_token_id, task.vocab.close]
     out_dir = tempfile.mkdtemp(prefix="trl-run-")
 
     class Control(TrainerCallback):

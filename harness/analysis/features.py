@@ -41,9 +41,10 @@ LOG_SCALE = ("lr", "approx_kl", "clipfrac", "clipfrac_binding", "clip_low_frac",
              "group_reward_std_mean", "entropy", "response_clip_ratio", "frac_reward_zero_std", "clip_range")
 LOG_STATS = ("median", "head", "tail", "min", "max")
 LOG_FLOOR = 1e-12          # log10 of an exact 0 (the zero share says how many were)
-#: configured hyperparameters used as context when known (NaN otherwise)
+#: configured hyperparameters used as context when known (NaN otherwise); not the string-valued ones, nor
+#: stop_at_close, which no framework's log records
 CONFIG_KEYS = tuple(dict.fromkeys(k for schema in ALGO_SCHEMAS.values() for k in schema.VISIBLE
-                                  if k not in ("scale", "loss_agg", "hidden")))
+                                  if k not in ("scale", "baseline", "loss_agg", "hidden", "stop_at_close")))
 #: configured values on a small positive scale, also as log10
 CONFIG_LOG = ("lr", "max_grad_norm", "target_kl", "clip_range", "beta", "ent_coef", "adv_eps")
 MIN_ROWS = 5               # a log with fewer training steps is too short to judge

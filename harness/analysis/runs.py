@@ -52,8 +52,9 @@ def run_labels(meta: dict[str, Any]) -> dict[str, Any]:
 
 
 def base_key(meta: dict[str, Any]) -> str:
-    """Hash of the run's config minus fault and seed: runs that differ only there are twins."""
-    config = {k: v for k, v in meta["config"].items() if k not in ("fault", "fault_name", "seed")}
+    """Hash of the run's config minus fault (its name, parameters and code version) and seed: runs that
+    differ only there are twins."""
+    config = {k: v for k, v in meta["config"].items() if k not in ("fault", "fault_name", "fault_version", "seed")}
     return hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:12]
 
 

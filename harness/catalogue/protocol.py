@@ -361,6 +361,7 @@ def cell_summary(cell: Cell, rs: RunSet, windows: dict[str, Window], split: dict
         manifested=bool(revealed), manifested_by=", ".join(revealed), progress_metric=progress,
         progress_faulty=float(faulty_final), progress_healthy=float(healthy_final),
         fault_form=first.get("fault_form"), fault_kind=first.get("fault_kind"),
+        fault_version=int(first.get("config", {}).get("fault_version", 1)),
         min_p=float(min_p), decidable=bool(min_p < ALPHA))
 
 

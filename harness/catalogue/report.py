@@ -222,12 +222,20 @@ def faults_markdown(cells: pd.DataFrame, results_dir: str) -> str:
         found = []
         for _, c in cells[cells["fault"] == name].iterrows():
             onset = "" if c["onset_kind"] == "0" else " (mid-run onset)"
+            ran = int(c["fault_version"]) if pd.notna(c.get("fault_version")) else 1    # before versions: 1
+            if ran != cls.version:
+                onset += f" [version {ran} of this fault; it is at version {cls.version} now, not re-run]"
+            defaults = cls.default_config()
+            other = {k: v for k, v in json.loads(c["fault_params"]).items() if k in defaults and defaults[k] != v}
+            if other:              # run with parameters that are not today's defaults
+                onset += " [run with " + ", ".join(f"fault.{k}={v}" for k, v in sorted(other.items())) + "]"
             found.append(f"{c['setup']}{onset}: " + (f"manifested by {c['manifested_by']}" if c["manifested"]
                                                      else "**no trace** on held-out seeds" if c.get("decidable", True)
                                                      else f"undecided ({c['n_faulty']} seeds: too few to test)")
                          + (f"; diverged {c['n_diverged']}/{c['n_faulty']}" if c["n_diverged"] else ""))
         rows.append([f"`{name}`", "/".join(cls.algos), "/".join(cls.backends), " or ".join(cls.forms()), cls.kind,
-                     cls.description, cls.provenance, ", ".join(cls.expected) or "-",
+                     cls.description, cls.provenance,
+                     ", ".join(cls.expected) or (f"none: {cls.no_trace_expected}" if cls.no_trace_expected else "-"),
                      "<br>".join(found) or "not in this catalogue run"])
     out = ["# Faults", "",
            f"Every fault in the registry (`faults/`), with what the catalogue in `{results_dir}/catalogue` found "

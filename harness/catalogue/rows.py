@@ -160,6 +160,7 @@ class CellSummary:
     progress_healthy: float
     fault_form: str | None
     fault_kind: str | None
+    fault_version: int             # the fault's code version its runs trained with (faults/base.py)
     min_p: float                   # the smallest p-value the held-out seeds could give
     decidable: bool                # min_p < alpha: the cell could manifest at all
 

@@ -108,6 +108,7 @@ class PPOConfig:
         return lr
 
 GRPO_SCALES = ("group", "batch", "none")
+GRPO_BASELINES = ("mean", "leave_one_out")
 LOSS_AGGS = ("token_mean", "seq_mean")
 GRPO_MODELS = ("transformer", "mlp")
 SAMPLER_PRECISIONS = ("fp32", "bf16", "fp16")
@@ -150,6 +151,7 @@ class GRPOConfig:
     warmup_updates: int = MISSING    # linear lr warmup over this many updates (TRL warmup_steps, in updates)
     lr_decay: str = MISSING          # after the warmup: constant | linear | cosine (TRL lr_scheduler_type)
     scale: str = MISSING             # advantage scale: group | batch | none (TRL scale_rewards)
+    baseline: str = MISSING          # mean (the group's) | leave_one_out (NeMo-RL use_leave_one_out_baseline)
     loss_agg: str = MISSING          # token_mean | seq_mean (verl loss_agg_mode)
     adv_eps: float = MISSING         # (r - mean) / (std + adv_eps)
     ent_coef: float = MISSING
@@ -165,6 +167,8 @@ class GRPOConfig:
     hidden: int = MISSING            # MLP width (model=mlp)
     # generation (the sampler: vLLM beside the trainer)
     max_new_tokens: int = MISSING    # TRL max_completion_length, verl response_length
+    stop_at_close: bool = MISSING    # generation also stops at </a>, a second end token (a chat model's end of
+                                     # turn in generation_config.eos_token_id, a recipe's stop at </answer>)
     temperature: float = MISSING
     top_p: float = MISSING
     top_k: int = MISSING             # 0 = off
@@ -191,9 +195,9 @@ class GRPOConfig:
     VISIBLE: ClassVar[tuple[str, ...]] = (
         "n_prompts", "group_size", "num_iterations", "n_minibatches", "lr", "clip_range", "log_ratio_clamp", "beta",
         "warmup_updates", "lr_decay",
-        "scale", "loss_agg", "adv_eps", "ent_coef", "max_grad_norm",
+        "scale", "baseline", "loss_agg", "adv_eps", "ent_coef", "max_grad_norm",
         "model", "n_layers", "d_model", "n_heads", "d_ff", "tie_embeddings", "dropout", "hidden",
-        "max_new_tokens", "temperature", "top_p", "top_k", "sampler_precision", "sync_every", "sampler_lag",
+        "max_new_tokens", "stop_at_close", "temperature", "top_p", "top_k", "sampler_precision", "sync_every", "sampler_lag",
         "use_sampler_logprobs", "is_correction", "is_clip_max", "is_clip_min", "kl_estimator", "kl_is_weight",
         "grad_accum")
 
@@ -264,11 +268,14 @@ class GRPOConfig:
         check_range("algo", "sft_digit_noise", self.sft_digit_noise, ge=0, le=1)
         check_range("algo", "sft_format_noise", self.sft_format_noise, ge=0, le=1)
         check_range("algo", "sft_seed", self.sft_seed, ge=0, le=2**32 - 1, kind=int)
-        for name, choices in (("scale", GRPO_SCALES), ("loss_agg", LOSS_AGGS), ("model", GRPO_MODELS),
+        for name, choices in (("scale", GRPO_SCALES), ("baseline", GRPO_BASELINES), ("loss_agg", LOSS_AGGS), ("model", GRPO_MODELS),
                               ("sampler_precision", SAMPLER_PRECISIONS), ("is_correction", IS_CORRECTIONS),
                               ("kl_estimator", KL_ESTIMATORS), ("lr_decay", LR_DECAYS)):
             if getattr(self, name) not in choices:
                 raise ConfigError(f"algo.{name}={getattr(self, name)!r}; valid choices: {', '.join(choices)}")
+        if self.baseline == "leave_one_out" and self.scale == "batch":
+            raise ConfigError("algo.baseline=leave_one_out normalises by each completion's leave-one-out std "
+                              "(algo.scale=group) or not at all (none), not by the batch's std")
         if self.d_model % self.n_heads or (self.d_model // self.n_heads) % 2:
             raise ConfigError(f"algo.d_model={self.d_model} must split into n_heads={self.n_heads} heads of an "
                               "even size (rotary embeddings rotate pairs)")

@@ -109,3 +109,19 @@ def make_vec_env(env: EnvConfig, num_envs: int, hooks: Hooks) -> Any:
     if autoreset != AutoresetMode.NEXT_STEP:  # the rollout loops assume next-step autoreset
         raise ConfigError(f"env {env.id} uses autoreset mode {autoreset}; only NEXT_STEP is supported")
     return hooks.wrap_env(RecordEpisodeStatistics(envs))
+
+
+def restart_normalization(env: Any) -> None:
+    """Start gymnasium's vector NormalizeObservation / NormalizeReward wrappers in ``env``'s chain over
+    with fresh statistics, as a newly built wrapper would have them (a run resumed without the
+    saved statistics)."""
+    from gymnasium.wrappers.utils import RunningMeanStd
+    from gymnasium.wrappers.vector import NormalizeObservation, NormalizeReward
+
+    while env is not None:
+        if isinstance(env, NormalizeObservation):
+            env.obs_rms = RunningMeanStd(shape=env.obs_rms.mean.shape, dtype=env.obs_rms.mean.dtype)
+        elif isinstance(env, NormalizeReward):
+            env.return_rms = RunningMeanStd(shape=())
+            env.accumulated_reward = np.zeros_like(env.accumulated_reward)
+        env = getattr(env, "env", None)

@@ -16,7 +16,9 @@ Several reward functions, each in [0, 1], are summed with ``reward_weights`` (TR
   ``\\boxed{...}`` or ``Answer: N`` does.
 
 A completion ends at EOS or at the batch's ``max_len`` (cut: scored as is, so a cut answer
-has no format credit). The default weights (0.3 / 0.65) make rewards that are not dyadic
+has no format credit); with ``reset(options={"stop_at_close": True})`` also at ``</a>``, which it
+keeps (a second end token, as a chat model's end of turn): ``<a> digits </a>`` closed that way is
+well formed. The default weights (0.3 / 0.65) make rewards that are not dyadic
 fractions, as real reward mixes are (float residue in a group std can then happen).
 
 :class:`ToySeqVectorEnv` serves the task one token per step (the PPO view: one-hot
@@ -241,9 +243,10 @@ class ToySeqVectorEnv(VectorEnv):
                  "answer": [int(d) for d in target[i, : lengths[i]]]} for i in range(n)]
 
     def score_completion_ids(self, completion_ids: list[list[int]], answers: list[list[int]],
-                             max_len: int | None = None) -> dict[str, list[float]]:
+                             max_len: int | None = None, stop_at_close: bool = False) -> dict[str, list[float]]:
         """Every reward function for completions given as token-id lists (TRL's ``completion_ids``):
-        a completion ends at its first EOS; one with no EOS was cut at ``max_len``."""
+        a completion ends at its first EOS (or, ``stop_at_close``, at its first ``</a>``, which it
+        keeps); one with neither was cut at ``max_len``."""
         n = len(completion_ids)
         width = max([len(c) for c in completion_ids] + [1])
         comp = np.full((n, width), self.vocab.pad, dtype=np.int64)
@@ -251,8 +254,10 @@ class ToySeqVectorEnv(VectorEnv):
         ended = np.zeros(n, dtype=bool)
         for i, ids in enumerate(completion_ids):
             ids = list(ids)
-            if self.vocab.eos in ids:
-                ids, ended[i] = ids[: ids.index(self.vocab.eos)], True
+            ends = [k for k, tok in enumerate(ids) if tok == self.vocab.eos or (stop_at_close and tok == self.vocab.close)]
+            if ends:                       # EOS is not part of the answer; a closing </a> is
+                k = ends[0]
+                ids, ended[i] = ids[: k + 1 if ids[k] == self.vocab.close else k], True
             comp[i, : len(ids)] = ids
             lengths[i] = len(ids)
         target_len = np.array([len(a) for a in answers])
@@ -293,6 +298,7 @@ class ToySeqVectorEnv(VectorEnv):
         if group < 1 or self.num_envs % group:
             raise ValueError(f"group_size={group} must divide num_envs={self.num_envs}")
         self.batch_max_len = int(options.get("max_len", self.max_len))
+        self.stop_at_close = bool(options.get("stop_at_close", False))
         if not 1 <= self.batch_max_len <= self.max_len:
             raise ValueError(f"max_len={self.batch_max_len} must be in [1, {self.max_len}] (env.kwargs.max_len)")
         self._new_prompts(np.arange(self.num_envs), group)
@@ -308,15 +314,16 @@ class ToySeqVectorEnv(VectorEnv):
         self.generated[rows, self.t[rows]] = actions[rows]
         self.t[rows] += 1
         eos = live & (actions == self.eos)
-        cut = live & ~eos & (self.t >= self.batch_max_len)
-        done = eos | cut
+        stop = live & (actions == self.vocab.close) & self.stop_at_close     # a second end token, kept
+        cut = live & ~eos & ~stop & (self.t >= self.batch_max_len)
+        done = eos | stop | cut
         reward = np.zeros(self.num_envs, dtype=np.float32)
         info: dict[str, Any] = {}
         scores = {name: np.zeros(self.num_envs, dtype=np.float32) for name in REWARD_FNS}
         if done.any():
             idx = np.flatnonzero(done)
             lengths = np.where(eos, self.t - 1, self.t)[idx]      # EOS is not part of the answer
-            got = self.score(self.generated[idx], lengths, eos[idx], idx)
+            got = self.score(self.generated[idx], lengths, (eos | stop)[idx], idx)
             for name in REWARD_FNS:
                 scores[name][idx] = got[name]
             reward[idx] = combine(got, self.reward_weights)

@@ -247,7 +247,8 @@ class Space:
                 raise ConfigError(f"hydra.sweeper.space: no valid draw for run {index} in 1000 tries "
                                   "(a fault's setting clashes with the hyperparameter ranges)")
             self.drawn[spec.setup["algo_name"], spec.fault] += 1
-            if spec.fault != "none" and rng.random() < self.mid_onset_share:
+            kinds = FAULTS[spec.fault].onset_kinds
+            if spec.fault != "none" and "mid" in kinds and ("0" not in kinds or rng.random() < self.mid_onset_share):
                 spec = dataclasses.replace(spec, onset=int(rng.integers(1, max(2, n // 3 + 1))))
             specs.append(spec)
         return specs

@@ -98,7 +98,8 @@ def plan(setups: Sequence[Setup], controls: Sequence[Setup], faults: Sequence[st
     for setup, fault, setting in cases:
         batched = engine == "seed_batched" and algo_name(setup) == "ppo" and setup.backend == "native"
         how = [BATCHED] if batched else []
-        for onset in (onsets if fault != "none" else ("0",)):
+        kinds = FAULTS[fault].onset_kinds     # "0" runs the fault's default onset (mid-run for a resume's bug)
+        for onset in ([o for o in onsets if o == "0" or "mid" in kinds] if fault != "none" else ("0",)):
             for seed in range(seeds):
                 at = [] if onset == "0" else [f"fault.onset={mid_onset(fault, seed, n_updates(setup))}"]
                 jobs.append([*setup.overrides(), f"fault={fault}", *setting, *at, f"seed={seed}", "twin=false",

@@ -1,0 +1,106 @@
+"""Faults added from the next real reports (issue 24): each on a short real run of every backend that
+can express it, against its healthy twin (which shares the fault's setting)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from faults import FAULTS
+from harness.pipeline.compose import make_experiment
+from harness.pipeline.train import get_or_train, healthy_twin
+
+PPO = {"native": ["backend=native", "env.total_timesteps=4096", "algo.n_steps=64", "algo.num_envs=8"],  # 8 updates
+       "sb3": ["backend=sb3", "env.total_timesteps=4096", "algo.n_steps=64", "algo.num_envs=8"]}
+
+
+def fault_and_twin(store_dir, *overrides: str):
+    exp = make_experiment([*overrides, f"results_dir={store_dir}"])
+    return get_or_train(exp), get_or_train(healthy_twin(exp))
+
+
+@pytest.mark.parametrize("backend", ["native", "sb3"])
+def test_norm_stats_not_restored_restarts_the_statistics_at_the_resume(backend, store_dir):
+    """Before the resume every metric is the twin's; from it the policy sees observations scaled by
+    fresh statistics, so what it does differs; at onset 0 (no resume) the run is its twin."""
+    faulty, twin = fault_and_twin(store_dir, "fault=norm_stats_not_restored", "fault.onset=3", "env=pendulum",
+                                  *PPO[backend])
+    for run in (faulty, twin):
+        assert run.meta["hyperparameters"]["configured"]["norm_obs"] is True
+    f, t = faulty.metrics.set_index("update"), twin.metrics.set_index("update")
+    for col in ("reward_mean", "value_mean", "policy_loss", "approx_kl"):
+        assert np.array_equal(f.loc[:2, col].to_numpy(), t.loc[:2, col].to_numpy()), col
+    assert not np.array_equal(f.loc[3:, "value_mean"].to_numpy(), t.loc[3:, "value_mean"].to_numpy())
+    at_start, twin0 = fault_and_twin(store_dir, "fault=norm_stats_not_restored", "fault.onset=0", "env=pendulum",
+                                     *PPO[backend])
+    cols = ["reward_mean", "value_mean", "policy_loss", "approx_kl"]
+    assert np.array_equal(at_start.metrics[cols].to_numpy(), twin0.metrics[cols].to_numpy())
+    assert FAULTS["norm_stats_not_restored"]().onset == 4             # by default a resume mid-run
+
+
+@pytest.mark.parametrize("backend", ["native", "sb3"])
+def test_envs_seeded_alike_gives_every_env_the_same_start_states(backend, monkeypatch):
+    """The vector env's first reset gives every copy the same start state under the fault and
+    distinct ones in its twin (gymnasium's and SB3's seed + i); the fault exists from the start only.
+    It is SB3's (one env object per copy); the native trainer applies the same hook where the vector
+    env has one env per copy (Pendulum here), checked by training the fault there directly."""
+    from gymnasium.vector import VectorWrapper
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    from harness.agents import ppo
+    from harness.config import ConfigError
+    from harness.pipeline.train import trainer
+
+    first: list[np.ndarray] = []
+    if backend == "native":
+        class Recording(VectorWrapper):
+            def reset(self, **kwargs):
+                obs, info = self.env.reset(**kwargs)
+                first.append(np.asarray(obs).copy())
+                return obs, info
+        make = ppo.make_vec_env
+        monkeypatch.setattr(ppo, "make_vec_env", lambda *a: Recording(make(*a)))
+    else:
+        reset = DummyVecEnv.reset
+
+        def recording(self):
+            obs = reset(self)
+            first.append(np.asarray(obs).copy())
+            return obs
+        monkeypatch.setattr(DummyVecEnv, "reset", recording)
+    if backend == "sb3":
+        exp = make_experiment(["fault=envs_seeded_alike", *PPO[backend]])
+    else:                # not a registered backend of the fault: the hook, on an env with one object per copy
+        exp = make_experiment(["fault=none", "env=pendulum", *PPO[backend]])
+        exp = dataclasses.replace(exp, fault=FAULTS["envs_seeded_alike"]())
+    for run in (exp, healthy_twin(exp)):
+        next(iter(trainer(run).train(run)))                       # one update: the first reset is done
+    faulty, twin = first[0], first[len(first) // 2] if backend == "sb3" else first[1]
+    n = exp.algo.num_envs
+    assert faulty.shape[0] == twin.shape[0] == n
+    assert all(np.array_equal(faulty[0], row) for row in faulty)
+    assert len({row.tobytes() for row in twin}) == n
+    with pytest.raises(ConfigError, match="onset 0 only"):
+        make_experiment(["fault=envs_seeded_alike", "fault.onset=2", *PPO["sb3"]])
+
+
+def test_grad_accum_mean_of_means_weights_micro_batches_equally(store_dir):
+    """Both runs accumulate 4 micro-batches of token-mean loss; the fault averages the micro-batches' own
+    means: the same first rollout, a different first minibatch loss (the micro-batches hold different
+    numbers of tokens), and the hook gives every micro-batch 1/4 whatever its tokens."""
+    from harness.store import RunStore
+
+    fault = FAULTS["grad_accum_mean_of_means"]()
+    assert fault.micro_share(0.4, 4) == fault.micro_share(0.1, 4) == 0.25
+    faulty, twin = fault_and_twin(store_dir, "fault=grad_accum_mean_of_means", "algo=grpo", "env=toyseq",
+                                  "env.total_timesteps=3840")
+    for run in (faulty, twin):
+        hp = run.meta["hyperparameters"]["configured"]
+        assert hp["grad_accum"] == 4 and hp["loss_agg"] == "token_mean"
+    f, t = faulty.metrics.iloc[0], twin.metrics.iloc[0]
+    assert f["reward_mean"] == t["reward_mean"] and f["length_mean"] == t["length_mean"]
+    steps_f, steps_t = (RunStore(store_dir).load_steps(r.run_id) for r in (faulty, twin))
+    assert steps_f["n_tokens"].iloc[0] == steps_t["n_tokens"].iloc[0]          # the same first minibatch
+    assert steps_f["loss"].iloc[0] != pytest.approx(steps_t["loss"].iloc[0], rel=1e-6)
