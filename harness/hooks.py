@@ -100,6 +100,12 @@ class Hooks:
 
     # ---- the clipped-surrogate update (harness/agents/core.py) -------------------------------------
 
+    def trainer_sampling_filter(self, top_k: int, top_p: float) -> tuple[int, float]:
+        """The top-k / top-p truncation the trainer replays when it scores completions the sampler drew
+        under it (NeMo-RL PR #2053, DeepSeek-V3.2's "Keep Sampling Mask"; the reference is scored
+        without it): the sampler's own, so trainer and sampler log-probs are of one distribution."""
+        return top_k, top_p
+
     def micro_share(self, share: float, n_micro: int) -> float:
         """A micro-batch's weight in its minibatch's loss under gradient accumulation
         (:func:`harness.agents.core.micro_shares`: its part of the minibatch's tokens or rows)."""
@@ -241,6 +247,7 @@ HOOK_SITES: dict[str, str] = {
     "loss": "update-loop hook",
     "microbatch_backward": "update-loop hook",
     "micro_share": "update-loop hook",
+    "trainer_sampling_filter": "update-loop hook",
     "zero_grad": "update-loop hook",
     "optimizer_step": "update-loop hook",
     "ratio_metrics": "logged metrics",

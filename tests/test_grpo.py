@@ -24,7 +24,11 @@ FAINT = {"kl_penalty_sign_flip": "at beta=0.04 the flipped KL term barely moves 
                        "tests/test_llm_faults_more.py checks that exactly the EOS tokens leave the mask",
          "grad_accum_microbatch_dropped": "grad_norm_small's default threshold (10) is PPO's scale: the GRPO twin is "
                                           "below it too (the catalogue calibrates it); tests/test_llm_faults_more.py "
-                                          "checks the step uses only the last micro-batch and the grad norm drops"}
+                                          "checks the step uses only the last micro-batch and the grad norm drops",
+         "rollout_precision_uncorrected": "the bf16 gap of a 2-layer model shrinks over 20 updates (0.003 -> 0.0025 "
+                                          "nats on 3 of 3 seeds): the reports' growth toward collapse needs long runs "
+                                          "and large models; tests/test_new_faults.py checks only the correction "
+                                          "differs"}
 FOR_GRPO = sorted(name for name, cls in FAULTS.items()
                   if "grpo" in cls.algos and name != "none" and name not in FAINT and cls.expected)
 

@@ -239,5 +239,5 @@ def test_generation_and_trainer_options_run_and_are_recorded(options, store_dir)
         key, value = option.split("=")
         assert str(configured[key.split(".")[1]]).lower() == value.lower()
     assert res.metrics["sampler_logp_diff_mean"].notna().all() and res.meta["start_checkpoint"]["files"]
-    if "algo.top_p=0.8" in options:        # the sampler's log-probs are over the kept support
-        assert res.metrics["sampler_logp_diff_mean"].min() > 1e-3
+    if "algo.top_p=0.8" in options:        # the trainer replays the sampler's truncation: one distribution
+        assert res.metrics["sampler_logp_diff_mean"].max() < 1e-4        # (sampling_filter_not_replayed: > 0.01)

@@ -104,3 +104,46 @@ def test_grad_accum_mean_of_means_weights_micro_batches_equally(store_dir):
     steps_f, steps_t = (RunStore(store_dir).load_steps(r.run_id) for r in (faulty, twin))
     assert steps_f["n_tokens"].iloc[0] == steps_t["n_tokens"].iloc[0]          # the same first minibatch
     assert steps_f["loss"].iloc[0] != pytest.approx(steps_t["loss"].iloc[0], rel=1e-6)
+
+
+def test_sampling_filter_not_replayed_biases_every_ratio_by_the_kept_mass(store_dir):
+    """Both runs sample under top-p 0.9 and take the old log-probs from the sampler; the twin's trainer
+    replays the truncation (its log-probs match the sampler's), the fault's scores the full vocabulary:
+    every trainer log-prob is below the sampler's by log(kept mass), the ratio's mean sits below 1."""
+    import torch
+
+    from harness.agents.lm import token_logprobs
+    from harness.agents.sampler import filter_logits
+
+    logits = torch.randn(4, 6, 12, generator=torch.Generator().manual_seed(0))
+    tokens = filter_logits(logits, 0, 0.9).softmax(-1).argmax(-1)            # tokens inside the kept set
+    kept, _ = token_logprobs(logits, tokens, 1.0, 0, 0.9)
+    full, _ = token_logprobs(logits, tokens, 1.0)
+    assert (kept >= full).all() and (kept > full).any()                    # renormalised over the kept set
+    faulty, twin = fault_and_twin(store_dir, "fault=sampling_filter_not_replayed", "algo=grpo", "env=toyseq",
+                                  "env.total_timesteps=12800")
+    for run in (faulty, twin):
+        hp = run.meta["hyperparameters"]["configured"]
+        assert hp["top_p"] == 0.9 and hp["use_sampler_logprobs"] is True and run.meta["status"] == "ok"
+    f, t = faulty.metrics, twin.metrics
+    assert (t["sampler_logp_diff_mean"] < 1e-4).all() and (f["sampler_logp_diff_mean"] > 0.01).all()
+    assert f["ratio_mean"].median() < 0.97 < t["ratio_mean"].median()
+    from harness.analysis.signatures import evaluate
+    fired = [evaluate(r.metrics, r.meta, names=["sampler_mismatch_high"])["sampler_mismatch_high"].fired
+             for r in (faulty, twin)]
+    assert fired == [True, False]
+
+
+def test_rollout_precision_uncorrected_drops_only_the_correction(store_dir):
+    """Both runs sample in bf16 beside the fp32 trainer and log the same gap at the first rollout; the
+    twin's update carries verl's truncated importance sampling, the fault's config has none (what the
+    user's config holds), so from the first update their steps differ."""
+    faulty, twin = fault_and_twin(store_dir, "fault=rollout_precision_uncorrected", "algo=grpo", "env=toyseq",
+                                  "env.total_timesteps=3840")
+    assert faulty.meta["hyperparameters"]["configured"]["is_correction"] == "none"       # misconfigured
+    assert twin.meta["hyperparameters"]["configured"]["is_correction"] == "token_truncate"
+    for run in (faulty, twin):
+        assert run.meta["hyperparameters"]["configured"]["sampler_precision"] == "bf16"
+    f, t = faulty.metrics.iloc[0], twin.metrics.iloc[0]
+    assert f["sampler_logp_diff_mean"] == t["sampler_logp_diff_mean"] > 1e-4            # the same bf16 gap
+    assert f["param_delta"] != t["param_delta"]

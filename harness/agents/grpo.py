@@ -140,10 +140,12 @@ def train(exp: Experiment) -> Iterator[dict]:
             mask = hooks.completion_mask(gen.mask, completions, vocab.eos, vocab.pad)
             shift = hooks.logit_shift(1)
             t_train = hooks.logprob_temperature(hp.temperature, "trainer")
+            top_k, top_p = hooks.trainer_sampling_filter(hp.top_k, hp.top_p)    # the sampler's truncation, replayed
             with torch.no_grad():
                 policy.train(hooks.dropout_active("old"))
                 trainer_logp, _ = token_logprobs(
-                    completion_logits(policy, prompts, prompt_mask, completions, mask, shift), completions, t_train)
+                    completion_logits(policy, prompts, prompt_mask, completions, mask, shift), completions, t_train,
+                    top_k, top_p)
                 reference.train(hooks.dropout_active("ref"))
                 ref_logp, _ = token_logprobs(
                     completion_logits(reference, prompts, prompt_mask, completions, mask, shift), completions, t_train)
@@ -171,7 +173,7 @@ def train(exp: Experiment) -> Iterator[dict]:
             def evaluate(mb: dict[str, torch.Tensor]) -> MinibatchEval:
                 policy.train()
                 logits = completion_logits(policy, mb["prompts"], mb["prompt_mask"], mb["tokens"], mb["mask"], shift)
-                logp, entropy = token_logprobs(logits, mb["tokens"], t_train)
+                logp, entropy = token_logprobs(logits, mb["tokens"], t_train, top_k, top_p)
                 log_ref_ratio = hooks.ref_logprob(mb["ref_logp"], logp, phase="update") - logp
                 kl = kl_terms(log_ref_ratio, "k3")                                # the logged kl_ref
                 penalty = kl if hp.kl_estimator == "k3" else kl_terms(log_ref_ratio, hp.kl_estimator)

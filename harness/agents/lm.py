@@ -16,6 +16,7 @@ from torch import nn
 
 from harness.agents.llama import Llama, LlamaSpec, real_positions
 from harness.agents.networks import MLPLM
+from harness.agents.sampler import filter_logits
 
 MODELS = ("transformer", "mlp")
 
@@ -45,10 +46,18 @@ def completion_logits(model: nn.Module, prompts: torch.Tensor, prompt_mask: torc
     return logits[:, p - shift: p - shift + t].float()
 
 
-def token_logprobs(logits: torch.Tensor, tokens: torch.Tensor, temperature: float = 1.0
-                   ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per-token log-prob of ``tokens`` and entropy under softmax(logits / temperature)."""
-    logp_all = (logits / temperature).log_softmax(-1)
+def token_logprobs(logits: torch.Tensor, tokens: torch.Tensor, temperature: float = 1.0, top_k: int = 0,
+                   top_p: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-token log-prob of ``tokens`` and entropy under softmax(logits / temperature), truncated by
+    top-k / top-p as the sampler truncates (``filter_logits``) when either is set; the scored token
+    keeps its own logit, so a rounding difference at the truncation edge cannot make it -inf (as
+    prime-rl's replay does)."""
+    scaled = logits / temperature
+    if top_k > 0 or top_p < 1.0:
+        index = tokens.unsqueeze(-1)
+        scaled = filter_logits(scaled, top_k, top_p).scatter(-1, index, scaled.gather(-1, index))
+    logp_all = scaled.log_softmax(-1)
     logp = logp_all.gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
-    entropy = -(logp_all.exp() * logp_all).sum(-1)
+    p = logp_all.exp()
+    entropy = -(p * logp_all.masked_fill(p == 0, 0.0)).sum(-1)     # 0 log 0 = 0, with a finite gradient
     return logp, entropy

@@ -111,6 +111,7 @@ NOT_EXPRESSIBLE = {
     "ratio_metrics": "TRL computes and logs its clip ratios inside GRPOTrainer._compute_loss",
     "zero_grad": "the Hugging Face Trainer clears gradients inside its training loop",
     "micro_share": "the Hugging Face Trainer weights accumulated micro-batches itself (num_items_in_batch)",
+    "trainer_sampling_filter": "GRPOTrainer scores completions over the full vocabulary inside its own forward pass",
     "normalization_restarts": "GRPO on token tasks has no observation normalisation",
     "env_seeds": "GRPOTrainer samples prompts from a dataset, not from a vector env",
 }
