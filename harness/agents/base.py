@@ -16,7 +16,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any, ClassVar
 
 from harness.config import BackendConfig, ConfigError, EnvConfig, Experiment, locate
-from harness.hooks import Hooks, overrides
+from harness.hooks import HOOK_SITES, Hooks, overrides
 
 
 class Trainer(ABC):
@@ -53,7 +53,8 @@ class Trainer(ABC):
 class FrameworkTrainer(Trainer):
     """A trainer that runs a framework's own code unmodified: faults reach it only through the
     framework's extension points, listed in ``expressible`` (hook -> where); the hooks in
-    ``not_expressible`` (hook -> why) refuse the fault. Instrumentation recomputes what the
+    ``not_expressible`` (hook -> why) refuse the fault, and so does a hook in neither (this trainer
+    never calls it: the fault would run silently unapplied). Instrumentation recomputes what the
     framework logs and :meth:`crosscheck` compares them."""
 
     #: the framework's name in messages ("SB3", "TRL")
@@ -69,6 +70,10 @@ class FrameworkTrainer(Trainer):
             if overrides(fault, hook):
                 raise ConfigError(f"fault {name} cannot be expressed on backend={self.backend}: it acts on {hook} "
                                   f"({self.not_expressible[hook]})")
+        unreached = [h for h in HOOK_SITES if overrides(fault, h) and h not in self.expressible]
+        if unreached:
+            raise ConfigError(f"fault {name} cannot be expressed on backend={self.backend}: it acts on {unreached[0]}, "
+                              f"which {self.framework}'s trainer never reaches")
         refusal = fault.refusal(self.backend) if hasattr(fault, "refusal") else None
         if refusal:
             raise ConfigError(f"fault {name} cannot be expressed on backend={self.backend}: {refusal}")
