@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from harness.pipeline.compose import make_experiment
-from harness.pipeline.train import RunResult, get_or_train
+from harness.pipeline.train import RunResult, get_or_train, healthy_twin
 
 # Short runs for the fault tests: 16 envs x 64 steps x 12 updates.
 SHORT = ["env.total_timesteps=12288", "algo.n_steps=64"]
@@ -16,6 +16,12 @@ LOUD = {"excessive_lr": ["fault.factor=100"], "lr_too_low": ["fault.factor=100"]
 
 def train(overrides: list[str]) -> RunResult:
     return get_or_train(make_experiment(overrides))
+
+
+def train_with_twin(overrides: list[str]) -> tuple[RunResult, RunResult]:
+    """The run and its healthy twin as the pipeline makes it (the fault's setting included)."""
+    exp = make_experiment(overrides)
+    return get_or_train(exp), get_or_train(healthy_twin(exp))
 
 
 

@@ -16,16 +16,16 @@ from harness.agents.core import MinibatchEval, ppo_update
 from harness.analysis.signatures import evaluate
 from harness.hooks import HEALTHY
 from harness.pipeline.compose import make_experiment
-from harness.pipeline.train import RunResult, get_or_train, healthy_twin
+from harness.pipeline.train import RunResult, get_or_train
 from harness.store import RunStore
+from tests.helpers import train_with_twin
 
 GRPO = ["algo=grpo", "env=toyseq", "env.total_timesteps=12800"]          # 10 updates of 128 completions
 B = 16 * 8                                                                # n_prompts x group_size
 
 
 def fault_and_twin(store_dir, fault: str, *overrides: str) -> tuple[RunResult, RunResult]:
-    exp = make_experiment([*GRPO, f"fault={fault}", f"results_dir={store_dir}", *overrides])
-    return get_or_train(exp), get_or_train(healthy_twin(exp))
+    return train_with_twin([*GRPO, f"fault={fault}", f"results_dir={store_dir}", *overrides])
 
 
 def signature_fires(run: RunResult, name: str) -> bool:

@@ -10,15 +10,15 @@ import pytest
 
 from faults import FAULTS
 from harness.pipeline.compose import make_experiment
-from harness.pipeline.train import get_or_train, healthy_twin
+from harness.pipeline.train import healthy_twin
+from tests.helpers import train_with_twin
 
 PPO = {"native": ["backend=native", "env.total_timesteps=4096", "algo.n_steps=64", "algo.num_envs=8"],  # 8 updates
        "sb3": ["backend=sb3", "env.total_timesteps=4096", "algo.n_steps=64", "algo.num_envs=8"]}
 
 
 def fault_and_twin(store_dir, *overrides: str):
-    exp = make_experiment([*overrides, f"results_dir={store_dir}"])
-    return get_or_train(exp), get_or_train(healthy_twin(exp))
+    return train_with_twin([*overrides, f"results_dir={store_dir}"])
 
 
 @pytest.mark.parametrize("backend", ["native", "sb3"])

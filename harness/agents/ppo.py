@@ -20,6 +20,7 @@ outside Monitor and any ``wrapper_class``.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import torch
@@ -30,6 +31,18 @@ from harness.agents.core import MinibatchEval, begin_update, ppo_update
 from harness.agents.networks import ActorCritic
 from harness.config import ConfigError, EnvConfig, Experiment
 from harness.envs import make_vec_env, restart_normalization
+
+
+def first_reset(envs: Any, obs_norm: Any, fault: Any, cfg: Any, seed: int) -> np.ndarray:
+    """The vector env's first reset, under update 0's hooks: its observations count in the running
+    statistics as the obs-norm hook says, and the envs get the seeds the env-seeds hook gives
+    (gymnasium's ``seed + i`` when it gives none). Returns the observations."""
+    first = fault.begin_update(0, cfg)[0]
+    if cfg.norm_obs:
+        obs_norm.update_running_mean = first.obs_norm_training()
+    seeds = first.env_seeds(seed, cfg.num_envs)
+    obs, _ = envs.reset(seed=seed if seeds is None else seeds)
+    return obs
 
 
 def updates_planned(exp: Experiment) -> int:
@@ -76,11 +89,7 @@ def train(exp: Experiment) -> Iterator[dict]:
     rewards, terminated, truncated = np.zeros((T, N)), np.zeros((T, N)), np.zeros((T, N))
     valid = np.zeros((T, N), dtype=bool)
 
-    first = fault.begin_update(0, cfg)[0]
-    if cfg.norm_obs:     # the first reset's observations count under update 0's hooks
-        obs_norm.update_running_mean = first.obs_norm_training()
-    seeds = first.env_seeds(exp.seed, N)
-    obs, _ = envs.reset(seed=exp.seed if seeds is None else seeds)
+    obs = first_reset(envs, obs_norm, fault, cfg, exp.seed)
     reset_step = np.zeros(N, dtype=bool)     # True where the next step() only resets the env
     ep_return, ep_length = np.zeros(N), np.zeros(N, dtype=np.int64)
     env_step = 0

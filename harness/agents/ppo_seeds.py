@@ -43,7 +43,7 @@ from harness.agents.core import (
     minibatches,
 )
 from harness.agents.networks import LOG_2PI, ActorCritic, categorical_logp_entropy
-from harness.agents.ppo import updates_planned
+from harness.agents.ppo import first_reset, updates_planned
 from harness.config import ConfigError, Experiment
 from harness.envs import make_vec_env, restart_normalization
 from harness.hooks import overrides
@@ -369,11 +369,7 @@ class SlotRun:
         self.model = ActorCritic(self.envs.single_observation_space, self.envs.single_action_space, cfg.hidden)
         self.noise = torch.Generator()                # action noise: the stream the loop samples from
         self.noise.set_state(torch.get_rng_state())
-        first = self.fault.begin_update(0, cfg)[0]
-        if cfg.norm_obs:     # the first reset's observations count under update 0's hooks
-            self.obs_norm.update_running_mean = first.obs_norm_training()
-        seeds = first.env_seeds(exp.seed, cfg.num_envs)
-        self.obs, _ = self.envs.reset(seed=exp.seed if seeds is None else seeds)
+        self.obs = first_reset(self.envs, self.obs_norm, self.fault, cfg, exp.seed)
         self.env_step = 0
         self.finished = False                         # stopped (diverged): trains no more
         # the episode hooks, where the fault replaces them (else the loop's identity is skipped)

@@ -220,12 +220,12 @@ def faults_markdown(cells: pd.DataFrame, results_dir: str) -> str:
         if name == "none":
             continue
         found = []
+        defaults = cls.default_config()
         for _, c in cells[cells["fault"] == name].iterrows():
             onset = "" if c["onset_kind"] == "0" else " (mid-run onset)"
             ran = int(c["fault_version"]) if pd.notna(c.get("fault_version")) else 1    # before versions: 1
             if ran != cls.version:
                 onset += f" [version {ran} of this fault; it is at version {cls.version} now, not re-run]"
-            defaults = cls.default_config()
             other = {k: v for k, v in json.loads(c["fault_params"]).items() if k in defaults and defaults[k] != v}
             if other:              # run with parameters that are not today's defaults
                 onset += " [run with " + ", ".join(f"fault.{k}={v}" for k, v in sorted(other.items())) + "]"
