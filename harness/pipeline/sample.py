@@ -5,7 +5,10 @@ run: a setup (algorithm config, env, backend, budget) by weight; every hyperpara
 distribution covering CleanRL's, SB3/rl-zoo's, TRL's and verl's defaults and common tuned values;
 healthy (a share of the runs) or a fault applicable to the setup (the one drawn least often so far for
 the setup's algorithm, so every fault gets about as many runs of each algorithm as the others), with its severity drawn from its
-own range; an onset (0, or a mid-run update in the first third of training); a seed. Constraints
+own range; a share of all runs (healthy or with another fault) configured in the setting one of the
+setup's faults needs (gradient accumulation, a sampler in bf16, top-p with sampler log-probs...:
+``Fault.setting``), so that the configuration alone does not name the fault, as the catalogue's
+twins ensure there; an onset (0, or a mid-run update in the first third of training); a seed. Constraints
 (a batch that leaves enough updates in the budget, minibatches of at least 2 samples) are met
 by redrawing.
 
@@ -141,6 +144,7 @@ class Space:
         self.hyperparameters = {k: dict(v) for k, v in (space.get("hyperparameters") or {}).items()}
         self.faults = {k: dict(v or {}) for k, v in (space.get("faults") or {}).items()}
         self.healthy_share = float(space.get("healthy_share", 0.3))
+        self.setting_share = float(space.get("setting_share", 0.5))
         self.mid_onset_share = float(space.get("mid_onset_share", 0.5))
         self.min_updates = int(space.get("min_updates", 15))
         self.updates = space.get("updates", ["int", 20, 50])
@@ -149,6 +153,8 @@ class Space:
         self.max_cost = float(space.get("max_cost", 20.0))
         if not 0.2 <= self.healthy_share < 1:
             raise ConfigError(f"hydra.sweeper.space.healthy_share={self.healthy_share} must be in [0.2, 1)")
+        if not 0 <= self.setting_share <= 1:
+            raise ConfigError(f"hydra.sweeper.space.setting_share={self.setting_share} must be in [0, 1]")
         self.only = [str(f) for f in space.get("only") or []]
         unknown = sorted((set(self.faults) | set(self.only)) - set(FAULTS))
         if unknown:
@@ -214,15 +220,35 @@ class Space:
         tied = [f for f in faults if self.drawn[algo, f] == fewest]
         return tied[int(rng.integers(len(tied)))]
 
+    def _fault_params(self, fault: str, setup: dict[str, Any], rng: np.random.Generator) -> dict[str, Any]:
+        params = {k: draw(v, rng) for k, v in self.faults.get(fault, {}).items()}
+        if fault != "none" and setup["backend"] == "sb3":
+            params = self._sb3_form(fault, params)
+        return params
+
+    def _other_setting(self, setup: dict[str, Any], faults: list[str], rng: np.random.Generator) -> dict[str, Any]:
+        """The setting (``Fault.setting``) of one of ``faults`` that needs one, drawn uniformly
+        with that fault's drawn severity: the configuration its bug lives in, without the bug (what
+        the fault's catalogue twin runs)."""
+        settings = []
+        for name in faults:
+            try:
+                setting = FAULTS[name](**self._fault_params(name, setup, rng)).setting()
+            except ConfigError:
+                continue
+            if setting:
+                settings.append(setting)
+        return settings[int(rng.integers(len(settings)))] if settings else {}
+
     def _draw(self, index: int, rng: np.random.Generator, weights: np.ndarray) -> Spec:
         setup = self.setups[int(rng.choice(len(self.setups), p=weights / weights.sum()))]
         hp, env = self._hyperparameters(setup, rng)
         faults = self.applicable_faults(setup)
         healthy = rng.random() < self.healthy_share or not faults or setup.get("healthy_only", False)
         fault = "none" if healthy else self._least_drawn(setup["algo_name"], faults, rng)
-        params = {k: draw(v, rng) for k, v in self.faults.get(fault, {}).items()}
-        if fault != "none" and setup["backend"] == "sb3":
-            params = self._sb3_form(fault, params)
+        params = self._fault_params(fault, setup, rng)
+        if faults and not setup.get("healthy_only", False) and rng.random() < self.setting_share:
+            hp = {**hp, **self._other_setting(setup, [f for f in faults if f != fault], rng)}
         run_seed = int(rng.integers(0, 2**31 - 1))
         return Spec(setup=setup, algo=hp, env=env, fault=fault, fault_params=params, onset=0, seed=run_seed,
                     index=index)
