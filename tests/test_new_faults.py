@@ -147,3 +147,96 @@ def test_rollout_precision_uncorrected_drops_only_the_correction(store_dir):
     f, t = faulty.metrics.iloc[0], twin.metrics.iloc[0]
     assert f["sampler_logp_diff_mean"] == t["sampler_logp_diff_mean"] > 1e-4            # the same bf16 gap
     assert f["param_delta"] != t["param_delta"]
+
+
+def test_the_ratio_makes_a_kl_estimate_s_gradient_the_kl_s():
+    """The premise of kl_gradient_biased, on a categorical policy where the reverse KL and its gradient
+    are exact: on samples of the policy, the mean gradient of k3 (or k1) times the ratio (value 1,
+    differentiable) matches grad KL(pi || ref); k3 alone does not, and k1 alone averages to ~0."""
+    import torch
+
+    from harness.agents.grpo_math import kl_terms
+
+    torch.manual_seed(0)
+    logits = torch.randn(6, requires_grad=True)
+    ref = torch.log_softmax(torch.randn(6), -1)
+    logp_all = torch.log_softmax(logits, -1)
+    exact = torch.autograd.grad((logp_all.exp() * (logp_all - ref)).sum(), logits)[0]
+    samples = torch.distributions.Categorical(logits=logits.detach()).sample((400_000,))
+
+    def mean_grad(estimator: str, weighted: bool) -> torch.Tensor:
+        logp = torch.log_softmax(logits, -1)[samples]
+        k = kl_terms(ref[samples] - logp, estimator)
+        if weighted:
+            k = k * (logp - logp.detach()).exp()
+        return torch.autograd.grad(k.mean(), logits)[0]
+
+    for estimator in ("k3", "k1"):
+        assert torch.allclose(mean_grad(estimator, True), exact, atol=0.01), estimator
+    assert (mean_grad("k3", False) - exact).abs().max() > 0.05
+    assert mean_grad("k1", False).abs().max() < 0.01 < exact.abs().max()
+
+
+@pytest.mark.parametrize("backend,form", [("native", "code bug"), ("native", "misconfigured"), ("trl", "code bug")])
+def test_kl_gradient_biased_drops_only_the_ratio(store_dir, backend, form):
+    """Run and twin share the KL penalty (beta) and start alike; the twin's penalty carries the ratio,
+    the fault's does not (its config says so only when misconfigured), so their steps part once the
+    policy has left the reference (at the reference both penalties have zero gradient)."""
+    if backend == "trl":
+        pytest.importorskip("trl")
+    faulty, twin = fault_and_twin(store_dir, "fault=kl_gradient_biased", f"fault.form={form}", "algo=grpo",
+                                  "env=toyseq", f"backend={backend}", "env.total_timesteps=6400")
+    configured = faulty.meta["hyperparameters"]["configured"]
+    assert configured["kl_is_weight"] is (form == "code bug")
+    assert twin.meta["hyperparameters"]["configured"]["kl_is_weight"] is True
+    assert faulty.meta["hyperparameters"]["effective"]["kl_is_weight"] is False
+    for run in (faulty, twin):
+        assert run.meta["hyperparameters"]["configured"]["beta"] == 0.04
+    f, t = faulty.metrics, twin.metrics
+    assert f["reward_mean"].iloc[0] == t["reward_mean"].iloc[0]           # the same first rollout
+    assert not np.array_equal(f["param_delta"].to_numpy(), t["param_delta"].to_numpy())
+
+
+def test_kl_gradient_biased_k1_is_native_only():
+    from harness.config import ConfigError
+
+    with pytest.raises(ConfigError, match="TRL's KL penalty is k3; fault.estimator=k1 runs on backend=native"):
+        make_experiment(["fault=kl_gradient_biased", "fault.estimator=k1", "algo=grpo", "env=toyseq", "backend=trl"])
+
+
+def test_value_loss_clipping_is_cleanrl_s():
+    """CleanRL's clipped value loss: the worse of the clipped and unclipped errors, so a value that
+    moved more than clip_range_vf toward its target gets no further gradient."""
+    import torch
+
+    from harness.agents.core import value_loss
+
+    old, ret = torch.zeros(3), torch.tensor([10.0, 10.0, -1.0])
+    value = torch.tensor([0.1, 0.5, 0.0], requires_grad=True)
+    assert float(value_loss(value, old, ret, None).detach()) == pytest.approx(float(((value - ret) ** 2).mean().detach()))
+    (grad,) = torch.autograd.grad(value_loss(value, old, ret, 0.2), value)
+    assert grad[0] < 0 and grad[1] == 0          # within the range: pulled on; beyond it: no gradient
+    assert grad[2] > 0                           # already at the old value, the target below: pulled down
+
+
+@pytest.mark.parametrize("backend,form", [("native", "misconfigured"), ("native", "code bug"), ("sb3", "misconfigured")])
+def test_vf_clip_unscaled_makes_the_critic_lag(store_dir, backend, form):
+    """CartPole's returns grow to tens within a few updates; a critic allowed 0.2 per update lags them
+    (SB3's own logged value loss is cross-checked against the instrument's clipped one on sb3)."""
+    faulty, twin = fault_and_twin(store_dir, "fault=vf_clip_unscaled", f"fault.form={form}", "env=cartpole",
+                                  *PPO[backend])
+    configured = faulty.meta["hyperparameters"]["configured"]["clip_range_vf"]
+    assert configured == (0.2 if form == "misconfigured" else None)
+    assert faulty.meta["hyperparameters"]["effective"]["clip_range_vf"] == 0.2
+    assert twin.meta["hyperparameters"]["configured"]["clip_range_vf"] is None
+    f, t = faulty.metrics, twin.metrics
+    assert f["reward_mean"].iloc[0] == t["reward_mean"].iloc[0]
+    assert f["value_mean"].iloc[-1] < 0.5 * t["value_mean"].iloc[-1]
+    assert f["value_loss"].iloc[-3:].mean() > t["value_loss"].iloc[-3:].mean()
+
+
+def test_vf_clip_unscaled_needs_a_config_without_value_clipping():
+    from harness.config import ConfigError
+
+    with pytest.raises(ConfigError, match="needs a config without value clipping .* algo.clip_range_vf=0.5"):
+        make_experiment(["fault=vf_clip_unscaled", "algo.clip_range_vf=0.5"])

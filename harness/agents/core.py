@@ -54,6 +54,19 @@ RATIO_STATS = ("approx_kl", "kl_k1", "clipfrac", "clipfrac_binding", "clip_low_f
                "ratio_min", "ratio_max", "ratio_dev_max")
 
 
+def value_loss(value: torch.Tensor, old_value: torch.Tensor, returns: torch.Tensor,
+               clip_range_vf: float | None) -> torch.Tensor:
+    """The value loss, mean squared error to the returns; with ``clip_range_vf`` CleanRL's clipped
+    form (``clip_vloss``, after OpenAI baselines' PPO2): the larger of the errors of the new value and
+    of the new value clipped to ``old_value +- clip_range_vf``, so the value cannot gain by moving
+    further than that from the rollout's in one update, a distance in the returns' own units."""
+    unclipped = (value - returns).pow(2)
+    if clip_range_vf is None:
+        return unclipped.mean()
+    clipped = old_value + (value - old_value).clamp(-clip_range_vf, clip_range_vf)
+    return torch.max(unclipped, (clipped - returns).pow(2)).mean()
+
+
 def ratio_stats(ratio: torch.Tensor, log_ratio: torch.Tensor, pg_loss1: torch.Tensor, pg_loss2: torch.Tensor,
                 clip_range: float, adv: torch.Tensor, mask: torch.Tensor | None = None) -> dict[str, float]:
     """One minibatch's importance-ratio metrics (canonical definitions, over real tokens only);

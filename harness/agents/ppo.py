@@ -27,7 +27,7 @@ import torch
 from gymnasium.wrappers.vector import NormalizeObservation, NormalizeReward
 
 from harness.agents.base import Trainer
-from harness.agents.core import MinibatchEval, begin_update, ppo_update
+from harness.agents.core import MinibatchEval, begin_update, ppo_update, value_loss
 from harness.agents.networks import ActorCritic
 from harness.config import ConfigError, EnvConfig, Experiment
 from harness.envs import make_vec_env, restart_normalization
@@ -148,7 +148,8 @@ def train(exp: Experiment) -> Iterator[dict]:
             v = torch.from_numpy(trained)
             batch = {"obs": obs_buf[v], "actions": act_buf[v], "logp": logp_buf[v],
                      "adv": torch.from_numpy(advantages[trained]).float(),
-                     "returns": torch.from_numpy(returns[trained]).float()}
+                     "returns": torch.from_numpy(returns[trained]).float(),
+                     "values": value_buf[v]}
             var_returns = float(returns[trained].var())
             explained_variance = (1 - float((returns - values)[trained].var()) / var_returns
                                   if var_returns > 0 else np.nan)
@@ -156,9 +157,9 @@ def train(exp: Experiment) -> Iterator[dict]:
             # ---- clipped-surrogate update -----------------------------------------
             def evaluate(mb: dict[str, torch.Tensor]) -> MinibatchEval:
                 logp, entropy, value = model.evaluate(mb["obs"], mb["actions"])
-                value_loss = (value - mb["returns"]).pow(2).mean()
-                return MinibatchEval(logp=logp, entropy=entropy, loss=hp.vf_coef * value_loss,
-                                     metrics={"value_loss": value_loss})
+                v_loss = value_loss(value, mb["values"], mb["returns"], hp.clip_range_vf)
+                return MinibatchEval(logp=logp, entropy=entropy, loss=hp.vf_coef * v_loss,
+                                     metrics={"value_loss": v_loss})
 
             update_metrics, steps = ppo_update(model, optimizer, batch, hp, hooks, evaluate, generator)
 

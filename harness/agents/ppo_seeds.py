@@ -41,6 +41,7 @@ from harness.agents.core import (
     micro_shares,
     minibatch_metrics,
     minibatches,
+    value_loss,
 )
 from harness.agents.networks import LOG_2PI, ActorCritic, categorical_logp_entropy
 from harness.agents.ppo import first_reset, updates_planned
@@ -265,12 +266,13 @@ def _minibatch(model: StackedActorCritic, adam: SeedAdam, slots: list[SlotUpdate
         stop = False
         for micro, pos in enumerate(torch.arange(len(idx)).tensor_split(n_micro)):
             rows_ = idx[pos]
-            mb = {"logp": batch["logp"][rows_], "returns": batch["returns"][rows_]}   # what the per-slot code reads
+            mb = {"logp": batch["logp"][rows_], "returns": batch["returns"][rows_],    # what the per-slot code reads
+                  "values": batch["values"][rows_]}
 
             def evaluate(mb: dict[str, torch.Tensor], s: int = s, pos: torch.Tensor = pos) -> MinibatchEval:
-                value_loss = (value[s, pos] - mb["returns"]).pow(2).mean()
-                return MinibatchEval(logp=logp[s, pos], entropy=entropy[s, pos], loss=slots[s].hp.vf_coef * value_loss,
-                                     metrics={"value_loss": value_loss})
+                v_loss = value_loss(value[s, pos], mb["values"], mb["returns"], slots[s].hp.clip_range_vf)
+                return MinibatchEval(logp=logp[s, pos], entropy=entropy[s, pos], loss=slots[s].hp.vf_coef * v_loss,
+                                     metrics={"value_loss": v_loss})
 
             share, weight = micro_shares(None, None, len(pos), len(idx), n_micro, hp.loss_agg)
             share = hooks.micro_share(share, n_micro)
@@ -458,7 +460,7 @@ class Rollout:
         v = torch.from_numpy(trained)
         batch = {"obs": self.obs[:, i][v], "actions": self.actions[:, i][v], "logp": self.logp[:, i][v],
                  "adv": torch.from_numpy(advantages[trained]).float(),
-                 "returns": torch.from_numpy(returns[trained]).float()}
+                 "returns": torch.from_numpy(returns[trained]).float(), "values": self.values[:, i][v]}
         var_returns = float(returns[trained].var())
         rets, lengths = self.finished_returns[i], self.finished_lengths[i]
         row = {"env_step": run.env_step, "fault_active": run.fault.active,

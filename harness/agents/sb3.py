@@ -106,7 +106,10 @@ class Instrument:
             adv = (adv - adv.mean()) / (adv.std() + 1e-8)
         pg1, pg2 = -adv * ratio, -adv * ratio.clamp(1 - hp.clip_range, 1 + hp.clip_range)
         policy_loss = torch.max(pg1, pg2).mean()
-        value_loss = (s.returns - values.flatten()).pow(2).mean()
+        values = values.flatten()
+        if hp.clip_range_vf is not None:    # SB3's value clipping: the clipped value alone (no max, unlike CleanRL)
+            values = s.old_values + (values - s.old_values).clamp(-hp.clip_range_vf, hp.clip_range_vf)
+        value_loss = (s.returns - values).pow(2).mean()
         ent = entropy.mean() if entropy is not None else (-log_prob).mean()
         loss = float(policy_loss - hp.ent_coef * ent + hp.vf_coef * value_loss)
         if not math.isfinite(loss):
@@ -341,6 +344,7 @@ def train(exp: Experiment) -> Iterator[dict]:
         for update in range(n_updates):
             hooks, hp = begin_update(fault, cfg, update, n_updates)
             instrument.hooks, instrument.hp = hooks, hp
+            model.clip_range_vf = None if hp.clip_range_vf is None else _schedule(instrument, "clip_range_vf")
             minibatch_size = hp.batch_size // hp.n_minibatches
             instrument.reset(per_epoch=-(-cfg.batch_size // minibatch_size))
             model.n_epochs, model.batch_size, model.target_kl = hp.n_epochs, minibatch_size, hp.target_kl

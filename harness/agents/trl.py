@@ -128,7 +128,7 @@ NATIVE_ONLY = {
 }
 #: hyperparameters the trainer reads at run time (a fault may change them at any update)
 RUNTIME = ("lr", "clip_range", "beta", "num_iterations", "max_new_tokens", "temperature", "top_p", "top_k",
-           "adv_eps", "log_ratio_clamp")
+           "adv_eps", "log_ratio_clamp", "kl_is_weight")
 
 
 def _require() -> None:
@@ -314,6 +314,7 @@ def apply_hyperparams(trainer: Any, hp: Any, hooks: Hooks) -> None:
         group["lr"] = hp.lr * scale
     trainer.epsilon_low = trainer.epsilon_high = hp.clip_range
     trainer.beta = hp.beta
+    trainer.args.use_bias_correction_kl = hp.kl_is_weight     # read by _compute_loss at every step
     trainer.num_iterations = hp.num_iterations
     trainer.max_completion_length = hp.max_new_tokens
     t_train = hooks.logprob_temperature(hp.temperature, "trainer")

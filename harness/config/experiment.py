@@ -37,7 +37,8 @@ class Experiment:
             **({"code_changes": changes} if changes else {}),
             **({"engine": self.engine} if self.engine != "loop" else {}),
             "training": TRAINING_VERSION,   # the training code's version (harness/__init__.py)
-            "algo": _plain(self.algo),
+            "algo": {k: v for k, v in _plain(self.algo).items()
+                     if k not in getattr(self.algo, "ADDED", {}) or v != self.algo.ADDED[k]},  # ids kept
             "env": {k: v for k, v in _plain(self.env).items() if (k, v) != ("engine", "gymnasium")},  # ids kept
             "backend": {"name": self.backend.name},   # its trainers follow from the name
             "fault_name": self.fault.name,

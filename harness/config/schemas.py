@@ -49,6 +49,8 @@ class PPOConfig:
     anneal_lr: bool = MISSING        # CleanRL: the learning rate decays linearly to 0 over the run
     warmup_updates: int = MISSING    # linear warmup: update u (from 0) runs at lr * (u + 1) / warmup_updates
     grad_accum: int = MISSING        # microbatches per minibatch, gradients accumulated into one optimizer step
+    clip_range_vf: float | None = None   # value clipping (SB3 clip_range_vf; CleanRL clip_vloss uses clip_coef):
+                                     # the new value may move at most this far from the rollout's, in return units
     # A healthy look-alike control shows a raw fault symptom by construction (one epoch and
     # one minibatch: ratio == 1 is correct there); variant names such a configuration.
     is_control: bool = False
@@ -59,7 +61,10 @@ class PPOConfig:
     VISIBLE: ClassVar[tuple[str, ...]] = (
         "num_envs", "n_steps", "n_epochs", "n_minibatches", "lr", "gamma", "gae_lambda", "clip_range",
         "ent_coef", "vf_coef", "max_grad_norm", "norm_adv", "hidden", "target_kl", "norm_obs", "norm_reward",
-        "anneal_lr", "warmup_updates", "grad_accum")
+        "anneal_lr", "warmup_updates", "grad_accum", "clip_range_vf")
+    #: fields added after runs were stored: left out of a run's identity (Experiment.key) at these
+    #: values, so the runs stored before keep their ids
+    ADDED: ClassVar[dict[str, Any]] = {"clip_range_vf": None}
 
     # what the shared update core (harness/agents/core.py UpdateHP) reads and PPO has no setting for:
     # constants, not fields (the fields are a run's identity)
@@ -78,6 +83,8 @@ class PPOConfig:
         check_range("algo", "max_grad_norm", self.max_grad_norm, gt=0)
         if self.target_kl is not None:
             check_range("algo", "target_kl", self.target_kl, gt=0, le=100)
+        if self.clip_range_vf is not None:
+            check_range("algo", "clip_range_vf", self.clip_range_vf, gt=0)
         check_range("algo", "warmup_updates", self.warmup_updates, ge=0, kind=int)
         if self.n_minibatches > self.num_envs * self.n_steps:
             raise ConfigError(
