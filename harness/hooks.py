@@ -93,6 +93,12 @@ class Hooks:
         and SB3 give env i the seed ``seed + i``)."""
         return None
 
+    def reference_weights(self) -> str:
+        """Which weights the frozen reference holds (GRPO, built once before the first update):
+        ``"start"``, the checkpoint the policy starts from (the supervised warm-up), or ``"base"``,
+        the model that warm-up started from."""
+        return "start"
+
     def normalization_restarts(self, update: int) -> bool:
         """Whether the running normalisation statistics (observations, and rewards where normalised)
         start over before update ``update``'s rollout, as in a run resumed without them."""
@@ -229,6 +235,7 @@ HOOK_SITES: dict[str, str] = {
     "obs_norm_training": "rollout",
     "normalization_restarts": "rollout",
     "env_seeds": "env construction",
+    "reference_weights": "model construction",
     "gae": "advantage estimation",
     "advantages": "advantage estimation",
     "group_layout": "advantage estimation",

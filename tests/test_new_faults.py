@@ -240,3 +240,30 @@ def test_vf_clip_unscaled_needs_a_config_without_value_clipping():
 
     with pytest.raises(ConfigError, match="needs a config without value clipping .* algo.clip_range_vf=0.5"):
         make_experiment(["fault=vf_clip_unscaled", "algo.clip_range_vf=0.5"])
+
+
+def test_reference_is_base_model_starts_far_from_its_reference(store_dir):
+    """The policy starts from the warm-up, the reference is the model the warm-up started from: the KL
+    to the reference is large from the first update (the twin's starts at ~0), kl_ref_high_at_start
+    fires on the fault and not on the twin; both share the KL penalty."""
+    from harness.analysis.signatures import evaluate
+
+    faulty, twin = fault_and_twin(store_dir, "fault=reference_is_base_model", "algo=grpo", "env=toyseq",
+                                  "env.total_timesteps=6400")
+    for run in (faulty, twin):
+        assert run.meta["hyperparameters"]["configured"]["beta"] == 0.04
+    f, t = faulty.metrics, twin.metrics
+    assert f["reward_mean"].iloc[0] == t["reward_mean"].iloc[0]         # the same policy, the same first rollout
+    assert f["kl_ref"].iloc[0] > 0.5 > 0.05 > t["kl_ref"].iloc[0]
+    fired = [evaluate(r.metrics, r.meta, names=["kl_ref_high_at_start"])["kl_ref_high_at_start"].fired
+             for r in (faulty, twin)]
+    assert fired == [True, False]
+
+
+def test_reference_is_base_model_is_refused_where_it_cannot_exist():
+    from harness.config import ConfigError
+
+    with pytest.raises(ConfigError, match="acts on reference_weights .*PEFT adapter"):
+        make_experiment(["fault=reference_is_base_model", "algo=grpo", "env=toyseq", "backend=trl"])
+    with pytest.raises(ConfigError, match="acts where the run starts"):
+        make_experiment(["fault=reference_is_base_model", "fault.onset=3", "algo=grpo", "env=toyseq"])

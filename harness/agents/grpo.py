@@ -103,6 +103,8 @@ def train(exp: Experiment) -> Iterator[dict]:
     policy = build_model(cfg, vocab.size, task.prompt_width, task.max_len, vocab)
     policy.load_state_dict(state)
     reference = copy.deepcopy(policy).requires_grad_(False)
+    if fault.begin_update(0, cfg)[0].reference_weights() == "base":     # the model the warm-up started from
+        reference.load_state_dict(sft.base_state(exp))
     sampler = Sampler(policy, cfg.sampler_precision, cfg.sampler_lag)
     optimizer = torch.optim.Adam(policy.parameters(), lr=cfg.lr, fused=True)
     env_step = 0

@@ -89,14 +89,25 @@ def load_checkpoint(exp: Experiment) -> tuple[dict[str, torch.Tensor], dict[str,
     return state, meta
 
 
+def initial_model(cfg: Any, env: Any) -> torch.nn.Module:
+    """The model the warm-up starts from: built from the config at the warm-up's seed (reseeds torch)."""
+    torch.manual_seed(cfg.sft_seed)
+    return build_model(cfg, env.vocab.size, env.prompt_width, env.max_len, env.vocab)
+
+
+def base_state(exp: Experiment) -> dict[str, torch.Tensor]:
+    """The weights the warm-up started from (its "base model"), the caller's random stream untouched."""
+    with torch.random.fork_rng(devices=[]):
+        return initial_model(exp.algo, task_env(exp)).state_dict()
+
+
 def train_checkpoint(exp: Experiment, path: Path) -> None:
     cfg = exp.algo
     env = task_env(exp)
     vocab = env.vocab
     start = time.perf_counter()
-    torch.manual_seed(cfg.sft_seed)
     rng = np.random.default_rng(cfg.sft_seed)
-    model = build_model(cfg, vocab.size, env.prompt_width, env.max_len, vocab)
+    model = initial_model(cfg, env)
     optimizer = torch.optim.Adam(model.parameters(), lr=cfg.sft_lr, fused=True)
     warmup = max(1, cfg.sft_steps // 10)        # linear warm-up, then cosine decay to 0
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min((s + 1) / warmup, 0.5 * (

@@ -114,6 +114,8 @@ NOT_EXPRESSIBLE = {
     "trainer_sampling_filter": "GRPOTrainer scores completions over the full vocabulary inside its own forward pass",
     "normalization_restarts": "GRPO on token tasks has no observation normalisation",
     "env_seeds": "GRPOTrainer samples prompts from a dataset, not from a vector env",
+    "reference_weights": ("GRPOTrainer builds its reference from the model it is given (a base model only through a "
+                          "PEFT adapter, which the harness's models have none of)"),
 }
 #: native settings TRL's GRPOTrainer (with transformers generation) has no counterpart for
 NATIVE_ONLY = {

@@ -201,6 +201,15 @@ def kl_ref_explodes(post: pd.DataFrame, meta: dict) -> tuple[float, str]:
     return peak, f"max kl_ref {peak:.3g}"
 
 
+@signature("kl_ref_high_at_start", "kl_ref",
+           "GRPO: KL to the reference above 0.5 per token over the first 3 updates (median): a policy that starts "
+           "from its reference is at KL 0 there", threshold=0.5, direction="above", calibrated=True)
+def kl_ref_high_at_start(post: pd.DataFrame, meta: dict) -> tuple[float, str]:
+    col = finite(post["kl_ref"].iloc[:3])
+    med = float(col.median()) if len(col) else math.nan
+    return med, f"median kl_ref over the first 3 updates {med:.3g}"
+
+
 @signature("nonfinite", "nonfinite", "a loss, gradient or parameter became NaN/Inf", threshold=1.0,
            direction="at_least", reads_nonfinite=True)
 def nonfinite(post: pd.DataFrame, meta: dict) -> tuple[float, str]:
