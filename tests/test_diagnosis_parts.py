@@ -219,6 +219,18 @@ def test_learning_criterion(env_id, returns, learns):
     assert learning(pd.DataFrame({"return_mean": returns}), {"algo": "ppo", "env_id": env_id}).learns == learns
 
 
+def test_learning_reads_the_env_s_own_return_not_the_normalised_one():
+    """A PPO run that normalises rewards learns on returns of scale ~1; it is judged on the env's own
+    returns (episodes.parquet ``env_return``, what Monitor logs), so a run that solves its env learns
+    (judged on the learner's return_mean it did not: 0.2 -> 2 against CartPole's span of 478)."""
+    metrics = pd.DataFrame({"return_mean": np.linspace(0.2, 2.0, 50)})
+    episodes = pd.DataFrame({"update": np.arange(50), "env_return": np.linspace(20, 500, 50)})
+    meta = {"algo": "ppo", "env_id": "CartPole-v1"}
+    assert learning(metrics, meta).learns is False
+    got = learning(metrics, meta, episodes)
+    assert got.learns is True and got.metric == "env_return"
+
+
 def test_a_log_unlike_every_training_log_is_clipped_and_said():
     """The logistic model reads each feature within the range its training logs spanned: a log far outside
     it (another task's entropy scale) moves the logits no further than the most extreme training log did,

@@ -19,3 +19,27 @@ def test_healthy_ppo_solves_cartpole_within_100k_steps(tmp_path):
         assert m["env_step"].iloc[-1] <= 100_000
         finals.append(float(np.nanmean(m["return_mean"].iloc[-5:])))
     assert sum(f >= 400 for f in finals) >= 2, f"mean return over the last 5 updates: {finals}"
+
+
+CLEANRL_CONTINUOUS = ["algo.lr=3e-4", "algo.n_steps=2048", "algo.num_envs=1", "algo.n_epochs=10", "algo.n_minibatches=32",
+                      "algo.ent_coef=0.0", "algo.norm_obs=true", "algo.norm_reward=true", "algo.anneal_lr=true",
+                      "algo.clip_range_vf=0.2", "algo.max_grad_norm=0.5", "algo.vf_coef=0.5", "algo.gae_lambda=0.95"]
+
+
+@pytest.mark.slow
+def test_healthy_ppo_learns_inverted_pendulum_with_cleanrl_s_continuous_defaults(tmp_path):
+    """The dataset's MuJoCo setup (CleanRL's ppo_continuous_action.py defaults, normalised rewards and
+    a clipped value loss): the env's own return (not the learner's normalised one) climbs from ~5
+    to >= 500 of 1000 within 12 updates, and the learning criterion says so."""
+    pytest.importorskip("mujoco")
+    from harness.analysis.learning import learning
+    from harness.logs.views import StoredRun
+
+    res = train(["fault=none", "env=invertedpendulum", "env.total_timesteps=24576", *CLEANRL_CONTINUOUS,
+                 f"results_dir={tmp_path}"])
+    assert res.meta["status"] == "ok"
+    run = StoredRun.load(tmp_path, res.run_id)
+    own = run.episodes.groupby("update")["env_return"].mean()
+    assert own.iloc[:2].mean() < 50 and own.iloc[-2:].mean() >= 500, own.round(1).tolist()
+    assert float(np.nanmax(run.metrics["return_mean"])) < 100        # the learner's normalised return
+    assert learning(run.metrics, run.meta, run.episodes).learns is True

@@ -65,7 +65,7 @@ def test_default_space_is_large_diverse_and_like_real_use(drawn):
         cap = s.setup.get("max_cost", space["max_cost"])
         assert estimated_cost(s.setup, s.algo, updates_of(s)) <= cap, s
     cost = sum(estimated_cost(s.setup, s.algo, updates_of(s)) for s in drawn)
-    assert cost / 2 / 3600 < 4.25    # hours on 2 cores, by the cost model (benchmarks/dataset.py measures it)
+    assert cost / 2 / 3600 < 5       # hours on 2 cores, by the cost model (benchmarks/dataset.py measures it)
 
 
 def test_framework_default_setups_keep_their_hyperparameters_and_draw_faults(drawn):
@@ -97,7 +97,7 @@ def test_a_fault_setting_is_drawn_without_its_fault(drawn):
                   and any(carries(s, dict(st)) for st in settings)]
         healthy = [s for s in others if s.fault == "none"]
         with_setting = [s for s in own if cls(**s.fault_params).setting()]
-        assert len(healthy) >= 10, (name, len(healthy))
+        assert len(healthy) >= 8, (name, len(healthy))
         assert len(with_setting) / (len(with_setting) + len(others)) <= 0.6, (name, len(with_setting), len(others))
     assert checked >= 8
 

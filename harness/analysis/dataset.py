@@ -28,7 +28,7 @@ from harness.analysis.runs import RunSet, run_labels
 from harness.config import setup_label
 from harness.markdown import table
 from harness.metrics import CANONICAL
-from harness.store import atomic_write_bytes, atomic_write_parquet
+from harness.store import RunStore, atomic_write_bytes, atomic_write_parquet
 
 LABELS = ["origin", "fault", "fault_form", "fault_kind", "is_control", "algo", "algo_variant", "env", "backend",
           "seed", "onset", "status"]
@@ -38,7 +38,7 @@ def runs_table(rs: RunSet) -> pd.DataFrame:
     rows = []
     for rid, m in rs.metas.items():
         hp = m["hyperparameters"]
-        learned = learning(rs.metrics[rid], m)
+        learned = learning(rs.metrics[rid], m, RunStore(rs.root).load_episodes(rid) if rs.root else None)
         label = m["fault"] if m["fault"] != "none" else (NOT_LEARNING if learned.learns is False else "healthy")
         rows.append({
             "run_id": rid, **run_labels(m), "label": label, "learning_share": learned.share,

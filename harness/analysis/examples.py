@@ -102,7 +102,7 @@ def run_label(run: StoredRun) -> tuple[str, dict[str, Any]]:
     """A run's label and its learning: the fault, or ``healthy``, or ``not_learning`` for a healthy
     run whose configuration does not learn in its setup."""
     meta = run.meta
-    learned = learning(run.metrics, meta)
+    learned = learning(run.metrics, meta, run.episodes)
     info = {"learning_share": learned.share, "learns": learned.learns}
     if meta["fault"] != "none":
         return meta["fault"], info

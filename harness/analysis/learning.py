@@ -7,7 +7,10 @@ that a suppressed update is normal. So every run's learning is measured the same
 
 - PPO: the mean episode return over the last fifth of the run against the first tenth, as a share
   of the env's span from a random policy to a solved one (:data:`RETURN_SPAN`, measured or
-  documented per env; the run's own env id decides);
+  documented per env; the run's own env id decides). The return is the env's own (``env_return``
+  of the run's episodes, what a Monitor / RecordEpisodeStatistics logs), not the learner's, which
+  reward normalisation or a reward fault rescales (a run with normalised rewards was judged on
+  returns of scale ~1 against the raw span, and called not learning);
 - GRPO: the mean reward over the last fifth against the first tenth, as a share of the largest
   reward the task can give (the summed reward weights of the token task; 1 for the
   high-dimensional task).
@@ -29,7 +32,8 @@ import pandas as pd
 
 #: env id -> (mean return of a uniformly random policy, return of a solved policy). Random: measured
 #: with gymnasium 1.4 (uniform actions, 100-300 episodes: CartPole 22.4, Acrobot -497, LunarLander -186,
-#: Pendulum -1208, MountainCar -200); solved: gymnasium's reward threshold where it
+#: Pendulum -1208, MountainCar -200; 30 episodes with mujoco 4.0: InvertedPendulum-v5 4.3, Hopper-v5 13.8);
+#: solved: gymnasium's reward threshold where it
 #: has one (CartPole-v1 475 -> its 500 cap, Acrobot-v1 -100, LunarLander-v3 200), else the return
 #: rl-zoo3's tuned PPO reaches (Pendulum-v1 about -200).
 RETURN_SPAN: dict[str, tuple[float, float]] = {
@@ -38,6 +42,8 @@ RETURN_SPAN: dict[str, tuple[float, float]] = {
     "LunarLander-v3": (-186.0, 200.0),
     "Pendulum-v1": (-1208.0, -200.0),
     "MountainCar-v0": (-200.0, -110.0),
+    "InvertedPendulum-v5": (4.3, 950.0),
+    "Hopper-v5": (13.8, 3800.0),
 }
 LEARNS = 0.05           # share of the span (PPO) or of the largest reward (GRPO) a learning run gains
 HEAD, TAIL = 0.1, 0.2   # fractions of the run compared: its first tenth, its last fifth
@@ -76,11 +82,24 @@ def reward_scale(meta: Mapping[str, Any]) -> float:
     return 1.0
 
 
-def learning(metrics: pd.DataFrame, meta: Mapping[str, Any]) -> Learning:
-    """How much the run learned (see the module docstring)."""
+def env_returns(episodes: pd.DataFrame) -> pd.Series:
+    """The mean of the env's own episode return per update (the updates where episodes finished)."""
+    if episodes is None or episodes.empty or "env_return" not in episodes:
+        return pd.Series(dtype=float)
+    return episodes.groupby("update")["env_return"].mean()
+
+
+def learning(metrics: pd.DataFrame, meta: Mapping[str, Any], episodes: pd.DataFrame | None = None) -> Learning:
+    """How much the run learned (see the module docstring). ``episodes``: the run's episodes.parquet
+    (PPO: the env's own returns; without them, the learner's ``return_mean``)."""
     grpo = meta.get("algo") == "grpo"
     metric = "reward_mean" if grpo else "return_mean"
-    values = pd.to_numeric(metrics.get(metric, pd.Series(dtype=float)), errors="coerce").to_numpy(dtype=float)
+    own = pd.Series(dtype=float) if grpo else env_returns(episodes)
+    if len(own):
+        metric, series = "env_return", own
+    else:
+        series = metrics.get(metric, pd.Series(dtype=float))
+    values = pd.to_numeric(series, errors="coerce").to_numpy(dtype=float)
     values = values[np.isfinite(values)]
     if grpo:
         scale = reward_scale(meta)
