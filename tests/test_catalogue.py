@@ -126,7 +126,9 @@ def test_manifested_is_decided_on_held_out_seeds(store):
     for item in revealed:
         assert rows.loc[item.removesuffix(" (AUROC)"), "heldout_p"] < 0.05
     md = (root / "catalogue" / "CATALOGUE.md").read_text()
-    assert "zero_reward onset=mid | ppo/cartpole/native" in md
+    assert "| [zero_reward](faults/zero_reward.md) |" in md
+    page = (root / "catalogue" / "faults" / "zero_reward.md").read_text()
+    assert "\n## zero_reward onset=mid | ppo/cartpole/native\n" in page
 
 
 def test_a_diverged_run_shows_no_artefacts_of_being_short(store):
@@ -145,8 +147,8 @@ def test_a_diverged_run_shows_no_artefacts_of_being_short(store):
                                                              "kl_ref_explodes"}
     crashed = cell(cat, "tiny_clip", "ppo/cartpole/native")
     assert crashed["n_crashed"].iloc[0] == 6
-    md = (root / "catalogue" / "CATALOGUE.md").read_text()
-    assert f"6 faulty seeds (6 diverged, completing {', '.join(map(str, completed))} updates after onset" in md
+    page = (root / "catalogue" / "faults" / "adv_std_no_floor.md").read_text()
+    assert f"6 faulty seeds (6 diverged, completing {', '.join(map(str, completed))} updates after onset" in page
 
 
 def test_reference_detectors_are_measured_per_fault_with_delays(store):
@@ -168,12 +170,15 @@ def test_markdown_reports_protocol_summary_and_sections(store):
     root, _ = store
     md = (root / "catalogue" / "CATALOGUE.md").read_text()
     assert "Even seeds calibrate, odd seeds are held\nout" in md
-    assert "## shared_policy | ppo/cartpole/native" in md
-    assert "| ratio_pinned | 0.9 | 100% [44%, 100%] | 0% [0%, 43%] | 100% [44%, 100%] | not specific" in md
-    assert "Healthy controls that mimic it: ratio_pinned (100%)" in md
-    assert "![traces](plots/traces_shared_policy" in md
+    assert "| [shared_policy](faults/shared_policy.md) |" in md and "![faults x signatures" in md
     assert "### Faults that left no trace" in md
     assert "## Healthy baselines" in md and "ppo_single_pass/cartpole/native | yes | 6 |" in md
+    # each cell's tables and traces are on its fault's page
+    page = (root / "catalogue" / "faults" / "shared_policy.md").read_text()
+    assert "\n## shared_policy | ppo/cartpole/native\n" in page
+    assert "| ratio_pinned | 0.9 | 100% [44%, 100%] | 0% [0%, 43%] | 100% [44%, 100%] | not specific" in page
+    assert "Healthy controls that mimic it: ratio_pinned (100%)" in page
+    assert "![traces](../plots/traces_shared_policy" in page
 
 
 def test_a_truncated_stored_file_is_skipped_with_one_line(store, tmp_path):
@@ -279,7 +284,7 @@ def test_a_small_store_builds_with_plots(small_runs, tmp_path, controls):
             shutil.copytree(run, root / "runs" / run.name)
     written = write(CatalogueSettings(root, n_mc=200, trace_metrics=(), plots=True, dataset=False, model=False))
     out = root / "catalogue"
-    assert {"catalogue", "views", "markdown", "faults"} <= set(written)
+    assert {"catalogue", "views", "markdown", "faults", "pages"} <= set(written)
     assert all(path.exists() for path in written.values())
     cat = pd.read_parquet(out / "catalogue.parquet")
     # every column is there even with no metric row (plots sort a cell's metrics by p_value)
@@ -292,9 +297,10 @@ def test_a_small_store_builds_with_plots(small_runs, tmp_path, controls):
     plots = out / "plots"
     assert (plots / "heatmap.png").exists() and len(list(plots.glob("traces_*.png"))) == 1
     md = (out / "CATALOGUE.md").read_text()
-    assert "## zero_reward | ppo/cartpole/native" in md and "## Healthy baselines" in md
-    assert "![traces](plots/traces_zero_reward" in md
-    assert "`zero_reward` |" in (out / "FAULTS.md").read_text()
+    assert "| [zero_reward](faults/zero_reward.md) |" in md and "## Healthy baselines" in md
+    page = (out / "faults" / "zero_reward.md").read_text()
+    assert "\n## zero_reward | ppo/cartpole/native\n" in page and "![traces](../plots/traces_zero_reward" in page
+    assert "[`zero_reward`](faults/zero_reward.md) |" in (out / "FAULTS.md").read_text()
 
 
 def test_a_fault_of_a_later_code_version_still_finds_its_twins():

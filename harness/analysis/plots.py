@@ -1,10 +1,13 @@
-"""Catalogue plots: a faults x signatures heatmap and, per cell, metric traces faulty vs healthy."""
+"""Catalogue plots: a faults x signatures heatmap (one block per algorithm) and, per cell, metric
+traces faulty vs healthy; each names at its top the command that regenerates it."""
 
 from __future__ import annotations
 
 import io
+import json
 import math
 import textwrap
+from dataclasses import dataclass
 from pathlib import Path
 
 import matplotlib
@@ -30,34 +33,111 @@ def _save(fig: plt.Figure, path: Path) -> None:
     atomic_write_bytes(path, buf.getvalue())
 
 
-def heatmap(sigs: pd.DataFrame, path: Path) -> None:
-    """Rows: each fault cell (firing rate on faulty seeds), then each setup's healthy runs and
-    controls; columns: signatures. ``sigs``: the catalogue's signature rows."""
-    names = list(signatures.SIGNATURES)
-    rows, labels = [], []
-    for cell, g in sigs.groupby("cell", sort=False):
-        rows.append(g.set_index("name")["rate_faulty"].reindex(names).to_numpy(dtype=float))
-        labels.append(cell)
-    for setup, g in sigs.assign(setup=sigs["cell"].str.split(" | ", regex=False).str[-1]).groupby("setup"):
-        first = g[g["cell"] == g["cell"].iloc[0]].set_index("name")
-        for column, what in (("rate_healthy", "healthy"), ("rate_control", "controls")):
-            values = first[column].reindex(names).to_numpy(dtype=float)
-            if not np.isnan(values).all():
-                rows.append(values)
-                labels.append(f"[{what}] | {setup}")
-    data = np.array(rows)
-    fig, ax = plt.subplots(figsize=(1.0 + 0.55 * len(names), 1.2 + 0.32 * len(rows)))
-    ax.imshow(np.nan_to_num(data, nan=0.0), cmap="Reds", vmin=0, vmax=1, aspect="auto")
-    for i in range(data.shape[0]):
-        for j in range(data.shape[1]):
-            if not np.isnan(data[i, j]) and data[i, j] > 0:
-                ax.text(j, i, f"{100 * data[i, j]:.0f}", ha="center", va="center", fontsize=6,
-                        color="white" if data[i, j] > 0.6 else "black")
-    ax.set_xticks(range(len(names)), names, rotation=60, ha="right", fontsize=7)
-    ax.set_yticks(range(len(labels)), labels, fontsize=7)
-    ax.set_title("% of seeds on which each signature fired (after onset): faults, then healthy runs "
-                 "and look-alike controls", fontsize=9)
-    _save(fig, path)
+#: the heatmap: saved at this dpi, at most this wide (pixels), its rows and columns this many inches
+HEATMAP_DPI = 100
+HEATMAP_MAX_WIDTH = 1800
+ROW_IN, COL_IN, LABEL_IN = 0.19, 0.3, 3.4
+
+
+@dataclass(frozen=True)
+class HeatmapPanel:
+    """One algorithm's block of the heatmap: ``rates`` (rows x signatures, NaN where a signature is
+    not evaluated), each row's label, and how many rows are fault cells (the rest are each setup's
+    healthy runs and look-alike controls)."""
+
+    algo: str
+    rates: pd.DataFrame
+    n_fault_rows: int
+    faults: list[str]          # the fault of each fault row (blocks are drawn between faults)
+
+
+def _row_label(c: pd.Series, with_params: bool) -> str:
+    """A fault row's label: fault (its parameters when the panel holds the fault with several), mid-run
+    onset, and the setup without the algorithm (the panel names it)."""
+    params = "".join(f" {k}={v}" for k, v in json.loads(c["fault_params"]).items()) if with_params else ""
+    onset = " (mid-run)" if c["onset_kind"] == "mid" else ""
+    return f"{c['fault']}{params}{onset}  ·  {c['setup'].removeprefix(c['algo'] + '/')}"
+
+
+def heatmap_panels(sigs: pd.DataFrame) -> list[HeatmapPanel]:
+    """The heatmap's blocks, one per algorithm (``sigs``: the catalogue's signature rows): each fault
+    cell's held-out firing rate on faulty seeds (sorted by fault, setup, onset), then each setup's
+    healthy runs and controls (from its first cell); columns: the signatures evaluated on any row, in
+    registry order."""
+    order = {name: i for i, name in enumerate(signatures.SIGNATURES)}
+    panels = []
+    for algo, part in sigs.groupby("algo", sort=True):
+        cells = part.drop_duplicates("cell").sort_values(["fault", "setup", "onset_kind", "cell"])
+        several = cells.groupby("fault")["fault_params"].transform("nunique") > 1
+        rows: dict[str, pd.Series] = {}
+        for (_, c), many in zip(cells.iterrows(), several):
+            rows[_row_label(c, bool(many))] = part[part["cell"] == c["cell"]].set_index("name")["rate_faulty"]
+        for setup, g in part.groupby("setup", sort=True):
+            first = g[g["cell"] == g["cell"].iloc[0]].set_index("name")
+            where = setup.removeprefix(f"{algo}/")
+            for column, what in (("rate_healthy", "healthy runs"), ("rate_control", "look-alike controls")):
+                if first[column].notna().any():
+                    rows[f"[{what}]  ·  {where}"] = first[column]
+        rates = pd.DataFrame(rows).T.astype(float)
+        rates = rates[sorted(rates.columns[rates.notna().any()], key=lambda n: (order.get(n, len(order)), n))]
+        panels.append(HeatmapPanel(str(algo), rates, len(cells), list(cells["fault"])))
+    return panels
+
+
+def _draw_panel(ax: plt.Axes, panel: HeatmapPanel) -> None:
+    """One block: the rates (gray where not evaluated, the % written where > 0), a line between faults
+    and under the fault rows, signature names at the top and the bottom, row labels at the left."""
+    data = panel.rates.to_numpy(dtype=float)
+    cmap = plt.get_cmap("Reds").with_extremes(bad="#e6e6e6")
+    ax.imshow(np.ma.masked_invalid(data), cmap=cmap, vmin=0, vmax=1, aspect="auto", interpolation="nearest")
+    for i, j in zip(*np.nonzero(np.nan_to_num(data) > 0)):
+        ax.text(j, i, f"{100 * data[i, j]:.0f}", ha="center", va="center", fontsize=6.5,
+                color="white" if data[i, j] > 0.6 else "black")
+    for j in range(1, data.shape[1]):
+        ax.axvline(j - 0.5, color="white", lw=0.8)
+    for i in range(1, panel.n_fault_rows):
+        if panel.faults[i] != panel.faults[i - 1]:
+            ax.axhline(i - 0.5, color="#888888", lw=0.5)
+    ax.axhline(panel.n_fault_rows - 0.5, color="black", lw=1.2)
+    names = list(panel.rates.columns)
+    ax.set_xticks(range(len(names)), names, fontsize=8)
+    ax.tick_params(axis="x", top=True, labeltop=True, bottom=True, labelbottom=True)
+    for tick in ax.xaxis.get_major_ticks():
+        tick.label1.set(rotation=60, ha="right", rotation_mode="anchor")
+        tick.label2.set(rotation=60, ha="left", rotation_mode="anchor")
+    ax.set_yticks(range(len(panel.rates)), list(panel.rates.index), fontsize=8)
+    ax.set_xlabel("signature", fontsize=9)
+    ax.set_ylabel("fault (onset)  ·  setup", fontsize=9)
+    ax.set_title(f"{panel.algo.upper()}: {panel.n_fault_rows} fault cells, then each setup's healthy runs "
+                 "and controls", fontsize=10, loc="left")
+
+
+def heatmap_figure(sigs: pd.DataFrame, command: str = "") -> plt.Figure:
+    """The faults x signatures heatmap, one block per algorithm (:func:`heatmap_panels`), at most
+    :data:`HEATMAP_MAX_WIDTH` pixels wide at :data:`HEATMAP_DPI`; ``command`` (the one that
+    regenerates it) is written at its top."""
+    panels = heatmap_panels(sigs)
+    if not panels:
+        raise ValueError("no signature rows to draw")
+    width = min(LABEL_IN + 1.2 + COL_IN * max(len(p.rates.columns) for p in panels), HEATMAP_MAX_WIDTH / HEATMAP_DPI)
+    heights = [ROW_IN * len(p.rates) + 3.4 for p in panels]
+    fig, axes = plt.subplots(len(panels), 1, figsize=(width, sum(heights) + 0.7), squeeze=False,
+                             gridspec_kw={"height_ratios": heights}, layout="constrained")
+    for ax, panel in zip(axes[:, 0], panels):
+        _draw_panel(ax, panel)
+    title = ("Held-out % of faulty seeds on which each signature fired after the onset "
+             "(gray: not evaluated on that setup)")
+    fig.suptitle(title + (f"\nregenerate: {command}" if command else ""), fontsize=11)
+    return fig
+
+
+def heatmap(sigs: pd.DataFrame, path: Path, command: str = "") -> None:
+    """Draw :func:`heatmap_figure` and save it (its size is the figure's: no tight cropping)."""
+    fig = heatmap_figure(sigs, command)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=HEATMAP_DPI)
+    plt.close(fig)
+    atomic_write_bytes(path, buf.getvalue())
 
 
 def trace_metrics(cell: Cell, metrics: pd.DataFrame) -> list[str]:
@@ -86,9 +166,10 @@ def _aligned(rs: RunSet, rid: str, metric: str, onset: int) -> pd.Series:
     return pd.Series(m[metric].to_numpy(dtype=float), index=m["update"].to_numpy() - onset, name=rid)
 
 
-def traces(cell: Cell, rs: RunSet, metrics: list[str], path: Path) -> None:
+def traces(cell: Cell, rs: RunSet, metrics: list[str], path: Path, command: str = "") -> None:
     """Median and interquartile band over seeds, faulty vs healthy, each run aligned on the onset of
-    its faulty seed (mid-run onsets differ per seed)."""
+    its faulty seed (mid-run onsets differ per seed); ``command`` (the one that regenerates it) is
+    written under the title."""
     onset_of = {rs.metas[r]["seed"]: int(rs.metas[r]["onset_update"] or 0) for r in cell.faulty}
     typical = int(np.median(list(onset_of.values()))) if onset_of else 0
     cols = 3
@@ -112,24 +193,26 @@ def traces(cell: Cell, rs: RunSet, metrics: list[str], path: Path) -> None:
     axes.flat[0].legend(fontsize=7)
     onsets = sorted(set(onset_of.values()))
     fig.suptitle(f"{cell.label}: median and interquartile band over seeds, aligned on the onset "
-                 f"(update {onsets[0] if len(onsets) == 1 else f'{onsets[0]}-{onsets[-1]}'})", fontsize=10)
+                 f"(update {onsets[0] if len(onsets) == 1 else f'{onsets[0]}-{onsets[-1]}'})"
+                 + (f"\nregenerate: {command}" if command else ""), fontsize=10)
     fig.supxlabel("updates since the fault's onset", fontsize=8)
     fig.tight_layout()
     _save(fig, path)
 
 
 def write_all(sigs: pd.DataFrame, metrics: pd.DataFrame, rs: RunSet, out_dir: Path,
-              fixed_metrics: tuple[str, ...] = ()) -> dict[str, str]:
+              fixed_metrics: tuple[str, ...] = (), commands: tuple[str, str] = ("", "")) -> dict[str, str]:
     """Write every plot from the catalogue's signature rows (``sigs``) and metric rows (``metrics``,
-    with at least the columns ``cell``, ``name``, ``p_value``); returns {cell label or 'heatmap':
-    path relative to the catalogue dir}."""
+    with at least the columns ``cell``, ``name``, ``p_value``); ``commands``: what regenerates the
+    heatmap and the traces, written on each. Returns {cell label or 'heatmap': path relative to the
+    catalogue dir}."""
     written = {"heatmap": "plots/heatmap.png"}
-    heatmap(sigs, out_dir / "heatmap.png")
+    heatmap(sigs, out_dir / "heatmap.png", commands[0])
     for cell in rs.cells():
         chosen = fixed_metrics or trace_metrics(cell, metrics)
         names = [m for m in chosen if m in applicable(cell.info["algo"])]
         name = f"traces_{cell.slug}.png"
-        traces(cell, rs, names, out_dir / name)
+        traces(cell, rs, names, out_dir / name, commands[1])
         written[cell.label] = f"plots/{name}"
     return written
 

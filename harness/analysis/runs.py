@@ -109,6 +109,13 @@ def _by_seed(runs: pd.DataFrame) -> list[str]:
     return list(runs.sort_values(["seed", "run_id"])["run_id"])
 
 
+def cell_slug(label: str, base: str) -> str:
+    """A cell's name in file names (its trace plot ``traces_<slug>.png``), from its label and base
+    configuration hash, both columns of catalogue.parquet (``cell``, ``base``)."""
+    text = f"{label.replace(' | ', '__')}-{base[:6]}"
+    return "".join(c if c.isalnum() or c in "-_" else "_" for c in text)
+
+
 @dataclass
 class Cell:
     info: dict[str, Any]
@@ -132,5 +139,4 @@ class Cell:
 
     @property
     def slug(self) -> str:
-        text = f"{self.label.replace(' | ', '__')}-{self.info['base'][:6]}"
-        return "".join(c if c.isalnum() or c in "-_" else "_" for c in text)
+        return cell_slug(self.label, self.info["base"])

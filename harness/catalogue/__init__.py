@@ -6,5 +6,7 @@ Stages: :mod:`~harness.catalogue.settings` (the command's settings), :mod:`~harn
 :mod:`~harness.catalogue.views` (the same per framework view), :mod:`~harness.catalogue.detectors`
 (reference detectors per cell), :mod:`~harness.catalogue.agreement` (backends side by side),
 :mod:`~harness.catalogue.baselines` (signatures on healthy runs), :mod:`~harness.catalogue.report`
-(the markdown), :mod:`~harness.catalogue.rows` (the typed rows and the written columns), and
-:mod:`~harness.catalogue.build` (running them and writing the files)."""
+(the summary page and FAULTS.md), :mod:`~harness.catalogue.pages` (a page per fault),
+:mod:`~harness.catalogue.rows` (the typed rows and the written columns), and
+:mod:`~harness.catalogue.build` (running them and writing the files, or re-rendering the pages from
+the files alone)."""

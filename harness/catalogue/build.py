@@ -6,7 +6,9 @@ model, re-evaluates each cell per framework view (:mod:`~harness.catalogue.views
 backends' agreement (:mod:`~harness.catalogue.agreement`) and the healthy baselines
 (:mod:`~harness.catalogue.baselines`), draws the plots, and writes catalogue.parquet,
 views.parquet, baselines.parquet, backends.parquet, CATALOGUE.md and FAULTS.md
-(:mod:`~harness.catalogue.report`) under ``<results_dir>/catalogue``, and the labelled dataset.
+(:mod:`~harness.catalogue.report`) and a page per fault (:mod:`~harness.catalogue.pages`) under
+``<results_dir>/catalogue``, and the labelled dataset. :func:`render` rewrites the pages and the
+heatmap from those files alone (no run read: the trace plots stay as they were drawn).
 """
 
 from __future__ import annotations
@@ -20,12 +22,13 @@ import pandas as pd
 from harness.analysis import dataset
 from harness.analysis import plots as plotting
 from harness.analysis.protocols import fit_and_evaluate
-from harness.analysis.runs import RunSet
+from harness.analysis.runs import RunSet, cell_slug
 from harness.catalogue.agreement import backend_agreement, backend_notes
 from harness.catalogue.baselines import healthy_baselines
 from harness.catalogue.detectors import detector_rows
+from harness.catalogue.pages import fault_pages
 from harness.catalogue.protocol import Frames, evaluate_cell, extra_training_runs
-from harness.catalogue.report import catalogue_markdown, faults_markdown
+from harness.catalogue.report import FAULT_PAGES, catalogue_markdown, commands, faults_markdown
 from harness.catalogue.rows import Catalogue, CatalogueTables, agreement_frame, baselines_frame
 from harness.catalogue.settings import CatalogueSettings
 from harness.catalogue.views import view_manifestation, views_frame
@@ -64,6 +67,28 @@ def fit_model(settings: CatalogueSettings, rs: RunSet, out_dir: Path, written: d
     return scores
 
 
+def write_pages(out_dir: Path, tables: CatalogueTables, baselines: pd.DataFrame, agreement: pd.DataFrame,
+                views: pd.DataFrame, scores: pd.DataFrame, plots: dict[str, str], results_dir: str) -> dict[str, Path]:
+    """CATALOGUE.md, FAULTS.md and ``faults/<fault>.md`` for each fault of the catalogue (a page of a
+    fault no longer in it is removed); returns the paths written."""
+    backends = sorted(c.removeprefix("rate_faulty_") for c in agreement.columns if c.startswith("rate_faulty_"))
+    notes = backend_notes([b for b in backends if b != "native"]) if backends else {}
+    atomic_write_bytes(out_dir / "CATALOGUE.md",
+                       catalogue_markdown(tables, baselines, agreement, notes, plots, results_dir,
+                                          views=views, model_scores=scores).encode())
+    atomic_write_bytes(out_dir / "FAULTS.md", faults_markdown(tables.cells, results_dir).encode())
+    written = {"markdown": out_dir / "CATALOGUE.md", "faults": out_dir / "FAULTS.md"}
+    pages = fault_pages(tables, agreement, notes, plots, views, results_dir) if not tables.cells.empty else {}
+    for stale in sorted((out_dir / FAULT_PAGES).glob("*.md")):
+        if f"{FAULT_PAGES}/{stale.name}" not in pages:
+            stale.unlink()
+    for rel, text in pages.items():
+        atomic_write_bytes(out_dir / rel, text.encode())
+    if pages:
+        written["pages"] = out_dir / FAULT_PAGES
+    return written
+
+
 def write(settings: CatalogueSettings) -> dict[str, Path]:
     """Build and write the catalogue (and dataset, and the diagnosis model); returns the paths written."""
     rs = RunSet.load(settings.results_dir)
@@ -82,25 +107,65 @@ def write(settings: CatalogueSettings) -> dict[str, Path]:
         written["views"] = out_dir / "views.parquet"
     baselines = baselines_frame(healthy_baselines(rs))
     plots: dict[str, str] = {}
+    build_command, render_command = commands(str(settings.results_dir))
     if settings.plots and not cat.empty:
-        plots = plotting.write_all(tables.signatures, tables.metrics, rs, out_dir / "plots", settings.trace_metrics)
+        plots = plotting.write_all(tables.signatures, tables.metrics, rs, out_dir / "plots", settings.trace_metrics,
+                                   commands=(render_command, build_command))
     if not cat.empty:
         atomic_write_parquet(out_dir / "catalogue.parquet", cat)
         written["catalogue"] = out_dir / "catalogue.parquet"
     atomic_write_parquet(out_dir / "baselines.parquet", baselines)
-    agreement_rows = backend_agreement(catalogue.cells)
-    agreement = agreement_frame(agreement_rows)
+    agreement = agreement_frame(backend_agreement(catalogue.cells))
     if not agreement.empty:
         atomic_write_parquet(out_dir / "backends.parquet", agreement)
         written["backends"] = out_dir / "backends.parquet"
-    notes = backend_notes(sorted({b for r in agreement_rows for b in r.rates} - {"native"})) if agreement_rows else {}
-    atomic_write_bytes(out_dir / "CATALOGUE.md",
-                       catalogue_markdown(tables, baselines, agreement, notes, plots, str(settings.results_dir),
-                                          views=views, model_scores=scores).encode())
-    written["markdown"] = out_dir / "CATALOGUE.md"
-    atomic_write_bytes(out_dir / "FAULTS.md", faults_markdown(tables.cells, str(settings.results_dir)).encode())
-    written["faults"] = out_dir / "FAULTS.md"
+    written.update(write_pages(out_dir, tables, baselines, agreement, views, scores, plots, str(settings.results_dir)))
     if settings.dataset:
-        command = f"python -m harness.catalogue results_dir={settings.results_dir}"
-        written.update(dataset.write(rs, settings.results_dir / "dataset", command))
+        written.update(dataset.write(rs, settings.results_dir / "dataset", build_command))
+    return written
+
+
+def _read(path: Path, required: str = "") -> pd.DataFrame | None:
+    """A file the catalogue wrote (None when absent); a one-line :class:`ConfigError` when it is
+    unreadable, or absent and ``required`` (the error then says ``required``)."""
+    if not path.exists():
+        if required:
+            raise ConfigError(required)
+        return None
+    try:
+        return pd.read_parquet(path)
+    except Exception as exc:  # pyarrow's errors for a truncated or foreign file
+        raise ConfigError(f"{path} is unreadable ({type(exc).__name__}): rebuild the catalogue") from None
+
+
+def render(results_dir: Path) -> dict[str, Path]:
+    """Rewrite the catalogue's pages (CATALOGUE.md, FAULTS.md, ``faults/<fault>.md``) and its heatmap
+    from the files a build wrote under ``results_dir/catalogue`` (catalogue.parquet; views.parquet,
+    backends.parquet, baselines.parquet and model/scores.parquet where present), reading no run: the
+    trace plots already in plots/ are linked, not redrawn. Returns the paths written."""
+    out_dir = results_dir / "catalogue"
+    build_command, render_command = commands(str(results_dir))
+    cat = _read(out_dir / "catalogue.parquet", required=f"no catalogue under {out_dir} (no catalogue.parquet): build "
+                f"it from the runs first ({build_command})")
+    tables = CatalogueTables.of(cat)
+    views = _read(out_dir / "views.parquet")
+    baselines = _read(out_dir / "baselines.parquet")
+    agreement = _read(out_dir / "backends.parquet")
+    scores = _read(out_dir / "model" / "scores.parquet")
+    if scores is not None and "per_class" in scores:
+        scores["per_class"] = scores["per_class"].map(lambda v: json.loads(v) if isinstance(v, str) else None)
+    written: dict[str, Path] = {}
+    plots: dict[str, str] = {}
+    if not tables.signatures.empty:
+        plotting.heatmap(tables.signatures, out_dir / "plots" / "heatmap.png", render_command)
+        plots["heatmap"] = "plots/heatmap.png"
+        written["heatmap"] = out_dir / plots["heatmap"]
+    for _, c in tables.cells.iterrows():
+        trace = f"plots/traces_{cell_slug(c['cell'], c['base'])}.png"
+        if (out_dir / trace).exists():
+            plots[c["cell"]] = trace
+    written.update(write_pages(out_dir, tables, baselines_frame([]) if baselines is None else baselines,
+                               pd.DataFrame() if agreement is None else agreement,
+                               pd.DataFrame() if views is None else views,
+                               pd.DataFrame() if scores is None else scores, plots, str(results_dir)))
     return written

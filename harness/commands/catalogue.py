@@ -1,5 +1,6 @@
 """``rlfh-catalogue`` (``python -m harness.catalogue``): aggregate stored runs into the catalogue and the
-labelled dataset; ``publish=true`` (or ``only``) copies the diagnosis model into the package.
+labelled dataset; ``publish=true`` (or ``only``) copies the diagnosis model into the package;
+``render=only`` rewrites the catalogue's pages and heatmap from the files it wrote, reading no run.
 
 The work is done in :mod:`harness.catalogue.build`; this module is the command.
 """
@@ -13,7 +14,7 @@ import pandas as pd
 from omegaconf import DictConfig
 
 from harness.analysis.model import load_models
-from harness.catalogue.build import write
+from harness.catalogue.build import render, write
 from harness.catalogue.settings import CatalogueSettings
 from harness.commands.app import run_app
 from harness.config import CONF_DIR, ConfigError
@@ -31,6 +32,18 @@ def publish_mode(cfg: DictConfig) -> bool | str:
     return mode
 
 
+def render_mode(cfg: DictConfig) -> bool:
+    """Whether the command line asks for ``render=only`` (a ConfigError for any other value but false,
+    or with ``publish``)."""
+    mode = cfg.get("render", False)
+    if mode not in (False, "only"):
+        raise ConfigError(f"render={mode!r}; valid choices: false (build from the runs), only (re-render the pages "
+                          "and the heatmap from the catalogue's files, build nothing)")
+    if mode and publish_mode(cfg):
+        raise ConfigError("render=only and publish= both given: run them one after the other")
+    return bool(mode)
+
+
 def publish(results_dir: Path) -> list[Path]:
     """Copy the model built under ``results_dir/catalogue/model/`` into the package (harness/data/model/,
     :data:`PACKAGED_MODEL`'s directory), where rlfh-diagnose reads it when no results_dir has its own;
@@ -46,7 +59,12 @@ def publish(results_dir: Path) -> list[Path]:
 
 
 def validate(cfg: DictConfig) -> None:
-    if publish_mode(cfg) == "only":
+    if render_mode(cfg):
+        catalogue = Path(cfg.results_dir) / "catalogue"
+        if not (catalogue / "catalogue.parquet").is_file():
+            raise ConfigError(f"no catalogue under {catalogue} (no catalogue.parquet): build it from the runs first "
+                              f"(python -m harness.catalogue results_dir={cfg.results_dir})")
+    elif publish_mode(cfg) == "only":
         load_models(Path(cfg.results_dir) / "catalogue" / MODEL_FILE)
     else:
         CatalogueSettings.from_cfg(cfg)
@@ -54,6 +72,10 @@ def validate(cfg: DictConfig) -> None:
 
 @hydra.main(config_path=str(CONF_DIR), config_name="catalogue", version_base=None)
 def app(cfg: DictConfig) -> None:
+    if render_mode(cfg):
+        for path in render(Path(cfg.results_dir)).values():
+            print(f"wrote {path}")
+        return
     mode = publish_mode(cfg)
     if mode == "only":
         for path in publish(Path(cfg.results_dir)):

@@ -1,0 +1,186 @@
+"""The catalogue as a person reads it, re-rendered from the published parquet files alone
+(``python -m harness.catalogue render=only``): a short summary page, one page per fault, links that
+resolve, a heatmap that fits a screen with labels on both axes, and the command that regenerates
+each page and figure at its top. No run is trained or read."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from PIL import Image
+
+from faults import FAULTS
+from harness.analysis import plots
+from harness.catalogue.build import render
+from harness.catalogue.report import commands, verdict
+from harness.catalogue.rows import CatalogueTables
+
+ROOT = Path(__file__).resolve().parent.parent
+PUBLISHED = ROOT / "results" / "catalogue"
+LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
+
+pytestmark = pytest.mark.skipif(not (PUBLISHED / "catalogue.parquet").exists(),
+                                reason="no published catalogue (results/catalogue/catalogue.parquet)")
+
+
+def copy_published(target: Path) -> Path:
+    """The published catalogue's parquet files and trace plots (not its pages, not its heatmap) under
+    ``target/catalogue``; returns ``target``."""
+    out = target / "catalogue"
+    (out / "plots").mkdir(parents=True)
+    (out / "model").mkdir()
+    for path in PUBLISHED.glob("*.parquet"):
+        shutil.copy(path, out / path.name)
+    if (PUBLISHED / "model" / "scores.parquet").exists():
+        shutil.copy(PUBLISHED / "model" / "scores.parquet", out / "model" / "scores.parquet")
+    for path in (PUBLISHED / "plots").glob("traces_*.png"):
+        shutil.copy(path, out / "plots" / path.name)
+    return target
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory) -> tuple[Path, dict[str, Path]]:
+    root = copy_published(tmp_path_factory.mktemp("published") / "results")
+    (root / "catalogue" / "faults").mkdir()
+    (root / "catalogue" / "faults" / "no_longer_there.md").write_text("# stale\n")
+    return root / "catalogue", render(root)
+
+
+@pytest.fixture(scope="module")
+def tables() -> CatalogueTables:
+    return CatalogueTables.of(pd.read_parquet(PUBLISHED / "catalogue.parquet"))
+
+
+def pages(out: Path) -> list[Path]:
+    return [out / "CATALOGUE.md", out / "FAULTS.md", *sorted((out / "faults").glob("*.md"))]
+
+
+def test_render_only_writes_a_short_summary_and_a_page_per_fault(rendered, tables):
+    out, written = rendered
+    assert {"heatmap", "markdown", "faults", "pages"} <= set(written)
+    summary = (out / "CATALOGUE.md").read_text()
+    assert len(summary.splitlines()) < 400
+    faults = sorted(tables.cells["fault"].unique())
+    assert sorted(p.stem for p in (out / "faults").glob("*.md")) == faults     # the stale page is gone
+    # the sections the summary keeps, each fault's row linked to its page, the command at the top
+    for section in ("## Summary", "### Faults that left no trace", "### Per framework view",
+                    "## Diagnosis model (out of sample)", "## Across implementations", "## Healthy baselines"):
+        assert section in summary, section
+    assert "Even seeds calibrate, odd seeds are held\nout" in summary
+    assert commands(str(out.parent))[1] in "\n".join(summary.splitlines()[:12])
+    for fault in faults:
+        assert f"| [{fault}](faults/{fault}.md) |" in summary, fault
+    # every cell's verdict is on the summary, a "no trace" one names the setup it holds on
+    for _, c in tables.cells.iterrows():
+        text = verdict(c, tables.signatures, tables.metrics)
+        assert text in summary, c["cell"]
+        if c["decidable"] and not c["manifested"]:
+            assert f"**no trace** on {c['setup']}" in text
+        elif not c["decidable"] and not c["manifested"]:
+            assert f"undecided ({c['n_faulty']} seeds" in text
+
+
+def test_each_fault_page_has_mechanism_provenance_cells_views_and_traces(rendered, tables):
+    out, _ = rendered
+    views = pd.read_parquet(PUBLISHED / "views.parquet")
+    render_command = commands(str(out.parent))[1]
+    for fault, cells in tables.cells.groupby("fault"):
+        page = (out / "faults" / f"{fault}.md").read_text()
+        assert page.startswith(f"# {fault}\n") and render_command in "\n".join(page.splitlines()[:4])
+        assert "## Mechanism" in page and "## Verdicts" in page
+        cls = FAULTS.get(fault)
+        if cls is not None:
+            assert f"- **Provenance**: {cls.provenance}" in page and cls.description in page
+        for _, c in cells.iterrows():
+            assert f"\n## {c['cell']}\n" in page
+            assert verdict(c, tables.signatures, tables.metrics) in page
+        if views["cell"].isin(cells["cell"]).any():
+            assert "## Per framework view" in page
+        assert page.count("![traces](../plots/traces_") == len(cells)
+    # held-out rates with their intervals, as the cell section gives them
+    shared = (out / "faults" / "shared_policy.md").read_text()
+    assert "| ratio_pinned | 0.9 | 100% [57%, 100%] | 0% [0%, 43%] | 100% [57%, 100%] | not specific" in shared
+    assert "Healthy controls that mimic it: ratio_pinned (100%)" in shared
+
+
+def test_every_link_of_every_page_resolves(rendered):
+    out, _ = rendered
+    checked = 0
+    for page in pages(out):
+        for target in LINK.findall(page.read_text()):
+            if target.startswith(("http://", "https://", "#")):
+                continue
+            path = (page.parent / target.split("#", 1)[0]).resolve()
+            assert path.is_file(), f"{page.relative_to(out)} links to {target}, which does not exist"
+            checked += 1
+    assert checked > 200
+    summary = (out / "CATALOGUE.md").read_text()
+    assert "![faults x signatures, one block per algorithm](plots/heatmap.png)" in summary
+
+
+def test_the_heatmap_fits_a_screen_one_block_per_algorithm_labels_on_both_axes(rendered, tables):
+    out, _ = rendered
+    command = commands("results")[1]
+    fig = plots.heatmap_figure(tables.signatures, command)
+    try:
+        width, height = fig.get_size_inches() * plots.HEATMAP_DPI
+        assert width <= plots.HEATMAP_MAX_WIDTH
+        assert command in fig.get_suptitle().splitlines()[-1]
+        algos = sorted(tables.cells["algo"].unique())
+        axes = fig.get_axes()
+        assert [ax.get_title(loc="left").split(":")[0] for ax in axes] == [a.upper() for a in algos]
+        for ax, panel, algo in zip(axes, plots.heatmap_panels(tables.signatures), algos):
+            cells = tables.cells[tables.cells["algo"] == algo]
+            assert panel.n_fault_rows == len(cells) and len(panel.rates) > len(cells)   # + healthy / controls
+            ticks = ax.xaxis.get_major_ticks()
+            assert [t.label1.get_text() for t in ticks] == list(panel.rates.columns)
+            assert all(t.label1.get_visible() and t.label2.get_visible() for t in ticks)     # bottom and top
+            assert all(t.label2.get_text() == t.label1.get_text() for t in ticks)
+            rows = [t.get_text() for t in ax.get_yticklabels()]
+            assert rows == list(panel.rates.index) and all(rows)
+            assert {r.split(" ")[0] for r in rows[:len(cells)]} == set(cells["fault"])
+            assert ax.get_xlabel() and ax.get_ylabel()
+    finally:
+        plots.plt.close(fig)
+    # the saved file is the figure's size (no cropping)
+    assert Image.open(out / "plots" / "heatmap.png").size == (round(width), round(height))
+
+
+def test_a_fault_with_two_parameter_sets_has_two_heatmap_rows(tables):
+    sigs = tables.signatures[tables.signatures["fault"] == "zero_reward"]
+    other = sigs.assign(fault_params='{"scale": 2}', cell=sigs["cell"] + " x")
+    panels = plots.heatmap_panels(pd.concat([sigs, other]))
+    labels = [label for p in panels for label in p.rates.index[:p.n_fault_rows]]
+    assert len(labels) == len(set(labels)) == 2 * sigs["cell"].nunique()
+    assert any("scale=2" in label for label in labels)
+
+
+def test_render_only_on_the_command_line(tmp_path):
+    root = copy_published(tmp_path / "results")
+    out = subprocess.run([sys.executable, "-m", "harness.catalogue", f"results_dir={root}", "render=only"],
+                         capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    assert f"wrote {root}/catalogue/CATALOGUE.md" in out.stdout and "reading" not in out.stdout
+    assert (root / "catalogue" / "plots" / "heatmap.png").exists() and (root / "catalogue" / "faults").is_dir()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["results_dir={empty}", "render=only"], "no catalogue under {empty}/catalogue (no catalogue.parquet): build it "
+                                             "from the runs first (python -m harness.catalogue results_dir={empty})"),
+    (["render=true"], "render=True; valid choices: false (build from the runs), only"),
+    (["render=only", "publish=only"], "render=only and publish= both given"),
+])
+def test_bad_render_arguments_are_one_line(args, message, tmp_path):
+    empty = tmp_path / "empty"
+    (empty / "runs").mkdir(parents=True)
+    out = subprocess.run([sys.executable, "-m", "harness.catalogue", *[a.format(empty=empty) for a in args]],
+                         capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert out.returncode == 2, out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and message.format(empty=empty) in lines[0]
