@@ -55,7 +55,7 @@ def test_a_seed_does_not_depend_on_its_batch(tmp_path, env):
 
 
 @pytest.mark.parametrize("fault", ["none", "adv_sign_flip", "no_zero_grad", "shared_policy",
-                                   "target_kl_too_strict", "obs_norm_frozen", "gae_no_done_mask"])
+                                   "target_kl_too_strict", "obs_norm_frozen", "gae_no_done_mask", "vf_clip_unscaled"])
 @pytest.mark.parametrize("env", ["cartpole", "pendulum"])
 def test_first_update_is_the_loops(tmp_path, fault, env):
     """Update 0 of every seed (rollout, GAE, the fault's hooks, every minibatch step) agrees with the
