@@ -53,8 +53,9 @@ EVIDENCE_PREFIX = "ev:"
 #: what a cached example was computed with: the features' version and how the views are read
 #: (2: SB3's optimizer steps derived with the configuration; TRL's engine metrics on half the runs;
 #: the configuration limited to what the framework's log carries; ev8: the eighth evidence item,
-#: kl_stops_every_update)
-EXAMPLES_VERSION = f"{FEATURE_VERSION}+views2+ev8"
+#: kl_stops_every_update; cfg2: the configuration's clip_range_vf, a feature the models fitted before
+#: it ignore, and labels judged on the env's own returns)
+EXAMPLES_VERSION = f"{FEATURE_VERSION}+views2+ev8+cfg2"
 
 
 def _with_config(run_id: str, view: str, prefix: float) -> bool:
