@@ -86,11 +86,18 @@ def test_catalogue_plan_covers_faults_setups_onsets_controls():
     # the healthy runs in the settings faults live in (e.g. gradient accumulation), once each per algo
     n_settings = sum(len({tuple(sorted(c().setting().items())) for n, c in FAULTS.items()
                           if algo in c.algos and "native" in c.backends and c().setting()}) for algo in ("ppo", "grpo"))
-    # every fault twice (onset 0 and mid-run), the healthy run and the control once; 2 seeds each
-    assert len(jobs) == 2 * (2 * n_ppo + 1 + n_settings + 2 * n_grpo + 1 + 1)
+    # every fault at onset 0 and, where its bug can start mid-run, at a mid-run onset (a bug that exists
+    # only from the start, e.g. reference_is_base_model, once); the healthy run and the control once;
+    # 2 seeds each
+    n_mid = sum(("mid" in c.onset_kinds) * (("ppo" in c.algos) + ("grpo" in c.algos))
+                for n, c in FAULTS.items() if n != "none" and "native" in c.backends)
+    assert len(jobs) == 2 * (n_ppo + n_grpo + n_mid + 1 + n_settings + 1 + 1)
     assert jobs[0][0] == "algo=grpo"              # longest jobs first
     onsets = [int(o.split("=")[1]) for j in jobs for o in j if o.startswith("fault.onset=")]
-    assert len(onsets) == 2 * (n_ppo + n_grpo) and all(1 <= k <= 10 for k in onsets)    # first third of 30
+    assert len(onsets) == 2 * n_mid and all(1 <= k <= 10 for k in onsets)    # first third of 30
+    # a list of faults still trains their twins: the healthy runs are planned whether or not it names none
+    few = plan([Setup("ppo", "cartpole")], [], ["vf_clip_unscaled"], 2, algo_name=lambda s: "ppo")
+    assert sorted(j[3] for j in few) == ["fault=none"] * 2 + ["fault=vf_clip_unscaled"] * 2
     assert mid_onset("zero_reward", 3, 30) == mid_onset("zero_reward", 3, 30)
     assert len({mid_onset("zero_reward", seed, 300) for seed in range(12)}) > 6          # a spread of onsets
 

@@ -65,13 +65,14 @@ def plan(setups: Sequence[Setup], controls: Sequence[Setup], faults: Sequence[st
          onsets: Sequence[str] = ("0",), n_updates: Callable[[Setup], int] | None = None,
          engine: str = "loop") -> list[list[str]]:
     """Job override lists: each fault on every setup whose algorithm and backend it applies to,
-    at each onset kind (fault=none is the healthy run, once; a fault that lives in a setting of its own,
+    at each onset kind (fault=none is the healthy run, once, whether or not ``faults`` names it; a fault that lives in a setting of its own,
     e.g. gradient accumulation, also gets healthy runs in that setting), and fault=none on every control;
     ``seeds`` seeds each, longest jobs first. ``engine=seed_batched``: native PPO runs are planned
     with that engine (their seeds train as one computation, :func:`batch_jobs`); the rest keep the loop."""
     if engine not in ENGINES:
         raise ConfigError(f"hydra.sweeper.engine={engine!r}; valid choices: {', '.join(ENGINES)}")
-    names = sorted(FAULTS) if faults == "all" else list(faults)
+    # the healthy runs are every cell's twins: planned whatever the faults asked for
+    names = sorted(FAULTS) if faults == "all" else list(dict.fromkeys(["none", *faults]))
     unknown = [n for n in names if n not in FAULTS]
     if unknown:
         raise ConfigError(f"unknown fault {unknown[0]!r} in hydra.sweeper.faults; valid choices: "
