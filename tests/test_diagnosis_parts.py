@@ -213,10 +213,20 @@ def assert_consistent(r) -> None:
     ("CartPole-v1", np.linspace(20, 200, 50), True),
     ("CartPole-v1", np.full(50, 25.0), False),
     ("Pendulum-v1", np.linspace(-1200, -1150, 50), False),
+    ("CartPole-v1", np.full(50, 480.0), True),                 # flat, but at the cap: nothing left to learn
     ("Unknown-v0", np.linspace(0, 100, 50), None),
 ])
 def test_learning_criterion(env_id, returns, learns):
     assert learning(pd.DataFrame({"return_mean": returns}), {"algo": "ppo", "env_id": env_id}).learns == learns
+
+
+def test_a_grpo_run_near_the_task_s_largest_reward_counts_as_learned():
+    """A flat reward curve at 84% of the task's largest reward is a run with little left to gain, not one
+    that cannot learn; a flat curve at 60% is."""
+    meta = {"algo": "grpo", "env_id": "harness/ToySeq-v0",
+            "config": {"env": {"kwargs": {"reward_weights": {"format": 1.0, "correct": 1.0}}}}}
+    assert learning(pd.DataFrame({"reward_mean": np.full(30, 1.68)}), meta).learns is True
+    assert learning(pd.DataFrame({"reward_mean": np.full(30, 1.2)}), meta).learns is False
 
 
 def test_learning_reads_the_env_s_own_return_not_the_normalised_one():
