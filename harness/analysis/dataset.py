@@ -36,9 +36,10 @@ LABELS = ["origin", "fault", "fault_form", "fault_kind", "is_control", "algo", "
 
 def runs_table(rs: RunSet) -> pd.DataFrame:
     rows = []
+    store = RunStore(rs.root) if rs.root else None
     for rid, m in rs.metas.items():
         hp = m["hyperparameters"]
-        learned = learning(rs.metrics[rid], m, RunStore(rs.root).load_episodes(rid) if rs.root else None)
+        learned = learning(rs.metrics[rid], m, store.load_episodes(rid) if store else None)
         label = m["fault"] if m["fault"] != "none" else (NOT_LEARNING if learned.learns is False else "healthy")
         rows.append({
             "run_id": rid, **run_labels(m), "label": label, "learning_share": learned.share,

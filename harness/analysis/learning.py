@@ -106,14 +106,11 @@ def learning(metrics: pd.DataFrame, meta: Mapping[str, Any], episodes: pd.DataFr
         series = metrics.get(metric, pd.Series(dtype=float))
     values = pd.to_numeric(series, errors="coerce").to_numpy(dtype=float)
     values = values[np.isfinite(values)]
-    if grpo:
-        scale = reward_scale(meta)
-    else:
-        span = RETURN_SPAN.get(str(meta.get("env_id")))
-        scale = span[1] - span[0] if span else math.nan
+    # the scale runs from ``floor`` (no reward / a random policy) to ``floor + scale`` (the largest / solved)
+    floor, top = (0.0, reward_scale(meta)) if grpo else RETURN_SPAN.get(str(meta.get("env_id")), (math.nan, math.nan))
+    scale = top - floor
     if len(values) < 2 or not math.isfinite(scale):
         return Learning(metric, math.nan, scale, None)
     head, tail = _ends(values)
     gain = tail - head
-    floor = 0.0 if grpo else span[0]
     return Learning(metric, gain, scale, bool(gain >= LEARNS * scale or tail - floor >= SATURATED * scale))
