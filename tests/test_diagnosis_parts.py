@@ -229,6 +229,18 @@ def test_a_grpo_run_near_the_task_s_largest_reward_counts_as_learned():
     assert learning(pd.DataFrame({"reward_mean": np.full(30, 1.2)}), meta).learns is False
 
 
+def test_a_gain_within_the_run_s_noise_is_not_called_not_learning():
+    """A GRPO run whose reward rises 4% of the task's scale under update-to-update noise of 10% cannot
+    be told from one that gains 5%: it is not labelled not_learning. The same rise without noise, and a
+    noisy run that clearly falls, are."""
+    meta = {"algo": "grpo", "env_id": "harness/ToySeq-v0"}
+    rising = np.linspace(0.40, 0.438, 40)
+    noise = np.random.default_rng(0).normal(0.0, 0.1, 40)
+    assert learning(pd.DataFrame({"reward_mean": rising + noise}), meta).learns is True
+    assert learning(pd.DataFrame({"reward_mean": rising}), meta).learns is False
+    assert learning(pd.DataFrame({"reward_mean": np.linspace(0.6, 0.3, 40) + noise}), meta).learns is False
+
+
 def test_learning_reads_the_env_s_own_return_not_the_normalised_one():
     """A PPO run that normalises rewards learns on returns of scale ~1; it is judged on the env's own
     returns (episodes.parquet ``env_return``, what Monitor logs), so a run that solves its env learns

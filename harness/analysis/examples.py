@@ -55,7 +55,7 @@ EVIDENCE_PREFIX = "ev:"
 #: the configuration limited to what the framework's log carries; ev8: the eighth evidence item,
 #: kl_stops_every_update; cfg2: the configuration's clip_range_vf, a feature the models fitted before
 #: it ignore, and labels judged on the env's own returns)
-EXAMPLES_VERSION = f"{FEATURE_VERSION}+views2+ev8+cfg2"
+EXAMPLES_VERSION = f"{FEATURE_VERSION}+views2+ev8+cfg2+learn3"
 
 
 def _with_config(run_id: str, view: str, prefix: float) -> bool:
