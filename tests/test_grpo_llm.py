@@ -241,3 +241,28 @@ def test_generation_and_trainer_options_run_and_are_recorded(options, store_dir)
     assert res.metrics["sampler_logp_diff_mean"].notna().all() and res.meta["start_checkpoint"]["files"]
     if "algo.top_p=0.8" in options:        # the trainer replays the sampler's truncation: one distribution
         assert res.metrics["sampler_logp_diff_mean"].max() < 1e-4        # (sampling_filter_not_replayed: > 0.01)
+
+
+def test_highdim_refuses_a_fault_its_loop_never_reaches_and_reaches_what_it_declares(store_dir):
+    """env=highdim has no tokens: a fault on completion masks (eos_masked) would run silently unapplied,
+    so it is refused in one line; and the hooks the loop declares it reaches are the ones a run calls."""
+    from harness.agents import grpo_gaussian
+    from harness.config import ConfigError
+    from harness.hooks import HOOK_SITES, Hooks
+
+    with pytest.raises(ConfigError, match="fault eos_masked acts on completion_mask, which env=highdim never reaches"):
+        make_experiment([*HIGHDIM, f"results_dir={store_dir}", "fault=eos_masked"])
+    called: set[str] = set()
+
+    def recorder(name):
+        def method(self, *args, **kwargs):
+            called.add(name)
+            return getattr(Hooks, name)(self, *args, **kwargs)
+        return method
+
+    recording = dataclasses.dataclass(type("Recording", (Fault,), {"name": "recording",
+                                                                   **{h: recorder(h) for h in HOOK_SITES}}))
+    exp = make_experiment(["algo=grpo", "env=highdim", "env.kwargs.dim=64", "env.total_timesteps=512",
+                           f"results_dir={store_dir}"])
+    rows = list(grpo_gaussian.train(dataclasses.replace(exp, fault=recording())))
+    assert len(rows) == 4 and called == grpo_gaussian.REACHED

@@ -46,6 +46,10 @@ class Trainer(ABC):
     def check_expressible(self, fault: Hooks, algo: Any = None) -> None:
         """Raise a one-line ConfigError if this backend cannot run ``fault`` (with ``algo``, if given)."""
 
+    def check_fault_on_env(self, fault: Hooks, env: EnvConfig) -> None:
+        """Raise a one-line ConfigError if ``fault`` acts where this trainer's loop on ``env`` never
+        reaches (it would run silently unapplied)."""
+
     def crosscheck(self, measured: Mapping[str, float], logged: Mapping[str, float]) -> None:
         """Raise if a metric the harness measures disagrees with the framework's own logged value."""
 

@@ -39,6 +39,7 @@ from harness.agents.sampler import Sampler
 from harness.config import ConfigError, EnvConfig, Experiment
 from harness.envs import make_vec_env
 from harness.envs.toyseq import REWARD_FNS
+from harness.hooks import Hooks, overridden
 
 TOKEN_ENV_ID = "harness/ToySeq-v0"
 GRPO_ENVS = {TOKEN_ENV_ID: "toyseq", grpo_gaussian.ENV_ID: "highdim"}
@@ -221,6 +222,16 @@ class GRPOTrainer(Trainer):
         if exp.env.id == grpo_gaussian.ENV_ID:
             return grpo_gaussian.train(exp)
         return train(exp)
+
+    def check_fault_on_env(self, fault: Hooks, env: EnvConfig) -> None:
+        """On ``env=highdim`` the loop reaches only :data:`grpo_gaussian.REACHED`: a fault on tokens
+        (completion masks, reward functions, the sampler's logits, the reference's weights...) is refused."""
+        if env.id != grpo_gaussian.ENV_ID:
+            return
+        unreached = [h for h in overridden(fault) if h not in grpo_gaussian.REACHED]
+        if unreached:
+            raise ConfigError(f"fault {getattr(fault, 'name', type(fault).__name__)} acts on {unreached[0]}, which "
+                              f"env=highdim never reaches (it has no tokens): use env=toyseq")
 
     def check_setup(self, algo, env: EnvConfig) -> None:
         """GRPO generates token sequences (env=toyseq) or high-dimensional samples (env=highdim);

@@ -65,6 +65,13 @@ class GaussianGenerator(nn.Module):
         return torch.full((n,), dim * (0.5 + 0.5 * LOG_2PI + math.log(self.noise_std)))
 
 
+#: the hooks this loop calls (a test records them on a run): a fault acting anywhere else (the token
+#: task's completion masks, reward functions, sampler logits, reference weights) is refused on env=highdim
+REACHED = frozenset({"behaviour_logprob", "group_advantages", "group_layout", "hyperparams", "loss", "micro_share",
+                     "microbatch_backward", "old_logprob", "optimizer_step", "ratio_metrics", "ref_logprob",
+                     "scheduled_lr", "surrogate", "sync_sampler", "wrap_env", "zero_grad"})
+
+
 def train(exp: Experiment) -> Iterator[dict]:
     """Native GRPO on ``env=highdim``, one row of canonical metrics per update: the token loop of
     :func:`harness.agents.grpo.train` with one sample per "completion". Each update: the sampler's

@@ -46,6 +46,7 @@ def load_experiment(cfg: DictConfig) -> Experiment:
     trainer_for(backend, algo.name)
     fault_cfg = OmegaConf.to_container(cfg.fault, resolve=True)
     fault = checked_fault(fault_cfg, algo.name, backend)
+    trainer.check_fault_on_env(fault, env)
     check_results_dir(cfg.results_dir)
     exp = Experiment(algo=configured_algo(fault, algo, backend), env=env, backend=backend, fault=fault,
                      fault_cfg=fault_cfg, seed=cfg.seed, torch_threads=cfg.torch_threads,
