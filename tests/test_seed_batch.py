@@ -154,3 +154,22 @@ def test_bad_engine_and_bad_batches_say_so(tmp_path):
         next(iter(train_seeds([a, dataclasses.replace(b, seed=1)])))
     with pytest.raises(ConfigError, match="seeds repeat"):
         next(iter(train_seeds([a, a])))
+
+
+def test_seeds_with_different_onsets_in_one_batch_are_the_loops(tmp_path):
+    """A sweep's mid-run onsets differ per seed: in one batch, each seed's fault switches on at its own
+    onset (its clip range changes then, not at the other seed's onset) and its rows follow the loop's run
+    of that seed and onset."""
+    from harness.pipeline.assemble import with_onset
+
+    base = _exp(tmp_path, "fault=tiny_clip", *SMALL)
+    exps = [with_onset(dataclasses.replace(base, seed=s), onset) for s, onset in ((0, 1), (1, 3))]
+    batched = [rows for _, rows in zip(range(5), train_seeds(exps))]
+    for s, exp in enumerate(exps):
+        loop = [row for _, row in zip(range(5), ppo.train(exp))]
+        clip = [rows[s]["clip_range"] for rows in batched]
+        assert clip == [row["clip_range"] for row in loop]
+        assert clip[exp.fault.onset - 1] != clip[exp.fault.onset] == clip[-1]
+        for rows, row in zip(batched, loop):
+            for key in ("approx_kl", "clipfrac", "policy_loss", "value_loss", "entropy"):
+                assert rows[s][key] == pytest.approx(row[key], rel=1e-3, abs=1e-6), (s, row["update"], key)

@@ -170,8 +170,11 @@ def test_seed_batched_jobs_group_consecutive_seeds_of_a_cell():
     out = batch_jobs(jobs)
     assert grpo in out                                                    # the loop's runs: a job each
     assert [*cell, "seed=0", "seeds=3"] in out and [*cell, "seed=4"] in out   # seed 3 is stored: two batches
-    assert [*mid, "seed=1"] in out                                        # another onset: another job
+    assert [*cell, "fault.onset=3", "seed=1"] in out                     # a mid-run onset: another job
     assert len(out) == 4
+    # mid-run onsets differ per seed: consecutive seeds still make one batch, each with its onset
+    mids = [[*cell[:4], f"fault.onset={o}", f"seed={s}", *cell[4:]] for s, o in ((0, 5), (1, 2), (2, 7))]
+    assert batch_jobs(mids) == [[*cell, "seed_onsets=[5,2,7]", "seed=0", "seeds=3"]]
 
 
 @pytest.mark.slow
@@ -230,3 +233,31 @@ def test_catalogue_verdicts_agree_between_batched_and_loop_runs(tmp_path):
                         assert lo_a <= hi_b and lo_b <= hi_a, (fault, other.name, split, group, a, b)
     for engine in results:        # not an agreement on nothing: the loud fault's signature separates under both
         assert any(r.separates_calibration for r in results[engine]["shared_policy"].signatures if r.expected)
+
+
+def test_mid_run_onsets_that_differ_per_seed_train_as_one_batch(tmp_path):
+    """A sweep's mid-run onsets differ per seed (``seed_onsets``): the seeds still train as one batch,
+    each stored with its own onset, under the run id the sweep planned for it (onset in the identity)."""
+    import dataclasses
+
+    from harness.pipeline.assemble import with_onset
+    from harness.pipeline.compose import make_experiment
+    from harness.store import RunStore, run_id
+
+    common = ["fault=tiny_clip", "env.total_timesteps=12288", "algo.n_steps=64", "engine=seed_batched",
+              f"results_dir={tmp_path}", "twin=false", "progress=false"]
+    out = harness(*common, "seeds=3", "seed_onsets=[5,2,7]")
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    metas = {m["seed"]: m for m in RunStore(tmp_path).iter_metas()}
+    assert sorted(metas) == [0, 1, 2]
+    base = make_experiment(common)
+    for seed, onset in ((0, 5), (1, 2), (2, 7)):
+        m = metas[seed]
+        assert m["onset_update"] == onset and m["seed_batch"]["size"] == 3
+        assert m["run_id"] == run_id(with_onset(dataclasses.replace(base, seed=seed), onset).key())
+    for bad, message in ((["seeds=2", "seed_onsets=[5]"], "seed_onsets has 1 onsets for seeds=2: give one per seed"),
+                         (["seeds=1", "seed_onsets=[500]"], "fault.onset=500 is beyond the run")):
+        got = harness(*common, *bad)
+        assert got.returncode == 2 and message in got.stderr, got.stderr[-2000:]
+    none = harness(*[c for c in common if c != "fault=tiny_clip"], "fault=none", "seed_onsets=[3]")
+    assert none.returncode == 2 and "it means nothing with fault=none" in none.stderr

@@ -242,10 +242,10 @@ def _minibatch(model: StackedActorCritic, adam: SeedAdam, slots: list[SlotUpdate
         slots[s].hooks.zero_grad(SlotOptimizer(adam, s))
     # rows: the configuration's largest minibatch, so that a slot's arithmetic (and float rounding)
     # does not depend on which other seeds share the batch
-    first_slot = slots[next(iter(current))]
-    largest = -(-first_slot.hp.n_steps * first_slot.hp.num_envs // first_slot.hp.n_minibatches)
+    # (the slots' hyperparameters differ only while a fault is on in some and not yet in others)
+    largest = max(-(-slots[s].hp.n_steps * slots[s].hp.num_envs // slots[s].hp.n_minibatches) for s in current)
     rows = max(largest, *(len(idx) for _, _, idx in current.values()))
-    first = first_slot.batch
+    first = slots[next(iter(current))].batch
     obs = first["obs"].new_zeros((len(slots), rows, *first["obs"].shape[1:]))    # slots not training: zeros
     actions = first["actions"].new_zeros((len(slots), rows, *first["actions"].shape[1:]))
     for s, (_, _, idx) in current.items():
@@ -477,16 +477,16 @@ class Rollout:
 
 def check_batchable(exps: Sequence[Experiment]) -> None:
     """Raise a one-line ConfigError unless ``exps`` are native PPO runs of one configuration that
-    differ only in their seeds (distinct seeds)."""
+    differ only in their seeds (distinct seeds) and their fault's onset (each slot has its own fault)."""
     first = exps[0]
     for exp in exps:
         if exp.algo.name != "ppo" or exp.backend.name != "native":
             raise ConfigError(f"engine=seed_batched trains native PPO; got algo={exp.algo.name} "
                               f"backend={exp.backend.name}")
-        same = dataclasses.replace(exp, seed=first.seed)
+        same = dataclasses.replace(exp, seed=first.seed, fault_cfg={**exp.fault_cfg, "onset": first.fault.onset})
         if same.key() != first.key():
             raise ConfigError("engine=seed_batched trains seeds of one configuration: these runs differ in "
-                              "more than their seed")
+                              "more than their seed and their fault's onset")
     seeds = [e.seed for e in exps]
     if len(set(seeds)) != len(seeds):
         raise ConfigError(f"engine=seed_batched: the seeds repeat ({seeds})")

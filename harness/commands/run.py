@@ -41,7 +41,8 @@ def app(cfg: DictConfig) -> None:
     if cfg.seeds < 1:
         print(f"error: seeds={cfg.seeds}: train at least one seed", file=sys.stderr)
         sys.exit(2)
-    code = run_experiment(exp, multirun=_is_multirun(), seeds=cfg.seeds)
+    onsets = list(cfg.seed_onsets) if cfg.get("seed_onsets") is not None else None
+    code = run_experiment(exp, multirun=_is_multirun(), seeds=cfg.seeds, onsets=onsets)
     if code and not _is_multirun():
         sys.exit(code)
 

@@ -341,6 +341,8 @@ class Config:
     tensorboard: bool = False        # the run command also writes a TensorBoard log of the run and its twin
     seeds: int = 1                   # the run command trains seeds seed .. seed + seeds - 1 (each with its twin)
     engine: str = "loop"             # loop | seed_batched (native PPO: a configuration's seeds as one computation)
+    # the fault's onset for each of the ``seeds`` seeds (a sweep's mid-run onsets, which differ per seed)
+    seed_onsets: list[int] | None = None
     # set by the dataset sweep: a file of sampled runs that this one job trains in-process
     batch: str | None = None
 

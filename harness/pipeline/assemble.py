@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +55,30 @@ def load_experiment(cfg: DictConfig) -> Experiment:
                      retrain=bool(cfg.get("retrain", False)), tensorboard=bool(cfg.get("tensorboard", False)),
                      engine=check_engine(cfg.get("engine", "loop"), algo.name, backend.name))
     check_budget(exp)
+    check_seed_onsets(exp, cfg.get("seeds", 1), cfg.get("seed_onsets"))
     return exp
+
+
+def with_onset(exp: Experiment, onset: int) -> Experiment:
+    """``exp`` with its fault switching on at update ``onset`` (the run's identity follows)."""
+    return dataclasses.replace(exp, fault=dataclasses.replace(exp.fault, onset=onset),
+                               fault_cfg={**exp.fault_cfg, "onset": onset})
+
+
+def check_seed_onsets(exp: Experiment, seeds: int, onsets: Sequence[int] | None) -> None:
+    """``seed_onsets`` (one fault onset per seed, a sweep's mid-run onsets) must name a fault, give one
+    onset per seed, and switch the fault on within the run; raises ConfigError."""
+    if onsets is None:
+        return
+    onsets = list(onsets)
+    if exp.fault.name == "none":
+        raise ConfigError("seed_onsets is the fault's onset per seed: it means nothing with fault=none")
+    if len(onsets) != seeds:
+        raise ConfigError(f"seed_onsets has {len(onsets)} onsets for seeds={seeds}: give one per seed")
+    for onset in onsets:
+        if not isinstance(onset, int) or onset < 0:
+            raise ConfigError(f"seed_onsets: {onset!r} is not an update index (an integer >= 0)")
+        check_budget(with_onset(exp, onset))
 
 
 ENGINES = ("loop", "seed_batched")

@@ -8,6 +8,7 @@ import shutil
 import sys
 import textwrap
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 
 from rich.console import Console
@@ -24,6 +25,7 @@ from harness.config import ConfigError, Experiment
 from harness.logs.views import StoredRun, render
 from harness.logs.writers import write
 from harness.metrics import PROGRESS
+from harness.pipeline.assemble import with_onset
 from harness.pipeline.compose import make_experiment
 from harness.pipeline.report import print_signatures, side_by_side, traced_metrics
 from harness.pipeline.sample import SampledBases, Spec, specialise
@@ -87,10 +89,12 @@ def _train_with_progress(exp: Experiment, label: str, console: Console, show_bar
     return res
 
 
-def run_experiment(exp: Experiment, multirun: bool = False, seeds: int = 1) -> int:
+def run_experiment(exp: Experiment, multirun: bool = False, seeds: int = 1, onsets: Sequence[int] | None = None) -> int:
     """Train (or reuse) the run and its twin, print the comparison; returns an exit code. ``seeds``
     > 1 trains seeds ``exp.seed`` .. ``exp.seed + seeds - 1`` of both (with ``engine=seed_batched``
-    the faulty seeds as one computation and the twins as another); the table compares the first
+    the faulty seeds as one computation and the twins as another); ``onsets`` (``seed_onsets``, checked
+    by :func:`harness.pipeline.assemble.load_experiment`): the fault's onset for each seed, so a sweep's
+    mid-run onsets, which differ per seed, still train as one batch; the table compares the first
     seed, a summary line each group. Ctrl-C stops with one line (exit code 130; in a sweep, the
     whole sweep): the run being trained is not stored, and nothing already stored is touched."""
     width = max(110, Console().width)
@@ -104,6 +108,8 @@ def run_experiment(exp: Experiment, multirun: bool = False, seeds: int = 1) -> i
     try:
         for label, shown, job in _jobs(exp):
             jobs = [dataclasses.replace(job, seed=job.seed + k) for k in range(seeds)]
+            if onsets is not None and job.fault.name != "none":
+                jobs = [with_onset(j, onset) for j, onset in zip(jobs, onsets)]
             groups.append((label, _train_group(jobs, shown, err if show_bar else console, show_bar)))
         runs = [(label, results[0]) for label, results in groups]
         note = numerics_note([res for _, results in groups for res in results if res.reused], exp)

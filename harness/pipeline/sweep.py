@@ -25,7 +25,7 @@ from typing import Any
 from faults import FAULTS
 from harness.agents.base import Trainer, trainer_for
 from harness.config import ConfigError, backend_config
-from harness.pipeline.assemble import load_experiment
+from harness.pipeline.assemble import load_experiment, with_onset
 from harness.pipeline.sample import SampledBases, Space, digest, specialise
 from harness.pipeline.train import n_updates_planned
 from harness.store import RunStore, run_id
@@ -111,23 +111,30 @@ def plan(setups: Sequence[Setup], controls: Sequence[Setup], faults: Sequence[st
 def batch_jobs(jobs: Sequence[Sequence[str]]) -> list[list[str]]:
     """The launcher's jobs for runs still to train: runs planned with ``engine=seed_batched`` that
     differ only in consecutive seeds become one job (``seed=<first> seeds=<n>``: trained as one
-    computation, each seed stored as its own run); every other run stays a job of its own. A
-    launcher (joblib, Ray, SLURM) runs a batch as it runs any job."""
-    groups: dict[tuple[str, ...], list[int]] = {}
+    computation, each seed stored as its own run), mid-run onsets too, which differ per seed
+    (``seed_onsets=[o1,...]``, one per seed); every other run stays a job of its own. A launcher
+    (joblib, Ray, SLURM) runs a batch as it runs any job."""
+    groups: dict[tuple[tuple[str, ...], bool], dict[int, str | None]] = {}
     out: list[list[str]] = []
     for job in jobs:
         if BATCHED not in job:
             out.append(list(job))
             continue
         seed = int(next(o for o in job if o.startswith("seed="))[len("seed="):])
-        groups.setdefault(tuple(o for o in job if not o.startswith("seed=")), []).append(seed)
-    for case, seeds in groups.items():
-        seeds.sort()
+        onset = next((o.split("=", 1)[1] for o in job if o.startswith("fault.onset=")), None)
+        case = tuple(o for o in job if not o.startswith(("seed=", "fault.onset=")))
+        groups.setdefault((case, onset is not None), {})[seed] = onset
+    for (case, mid), onsets in groups.items():
+        seeds = sorted(onsets)
         start = 0
         for i in range(1, len(seeds) + 1):
             if i == len(seeds) or seeds[i] != seeds[i - 1] + 1:
-                n = i - start
-                out.append([*case, f"seed={seeds[start]}", *([f"seeds={n}"] if n > 1 else [])])
+                run, n = seeds[start:i], i - start
+                if mid and n == 1:
+                    how = [f"fault.onset={onsets[run[0]]}"]
+                else:
+                    how = [f"seed_onsets=[{','.join(str(onsets[s]) for s in run)}]"] if mid else []
+                out.append([*case, *how, f"seed={seeds[start]}", *([f"seeds={n}"] if n > 1 else [])])
                 start = i
     return out
 
@@ -176,9 +183,7 @@ def plan_runs(settings: dict[str, Any], arguments: Sequence[str],
         if case not in experiments:
             experiments[case] = load_experiment(compose([*case, "seed=0"]))
         exp = experiments[case]
-        fault_cfg = {**exp.fault_cfg, "onset": onset}
-        exp = dataclasses.replace(exp, seed=seed, fault=dataclasses.replace(exp.fault, onset=onset),
-                                  fault_cfg=fault_cfg)
+        exp = with_onset(dataclasses.replace(exp, seed=seed), onset)
         runs.append((job, run_id(exp.key())))
     return runs
 
