@@ -90,6 +90,13 @@ def _sampled_lines(runs: pd.DataFrame) -> list[str]:
     return out
 
 
+def _values_line(values: list[int]) -> str:
+    """A short list in full; a long one as its count and range (each run's value is in runs.parquet)."""
+    if len(values) <= 12:
+        return ", ".join(map(str, values))
+    return f"{len(values)} distinct values from {values[0]} to {values[-1]} (each run's in runs.parquet)"
+
+
 def datasheet(runs: pd.DataFrame, data: pd.DataFrame, rs: RunSet, command: str) -> str:
     """DATASHEET.md of the labelled dataset: what it is, how it was made (``command``), the runs per
     fault and setup by status, the splits, the columns of data.parquet / runs.parquet, and what the
@@ -120,7 +127,7 @@ def datasheet(runs: pd.DataFrame, data: pd.DataFrame, rs: RunSet, command: str) 
              "Runs per label:", "",
              *table(["fault", "setup", *counts.columns],
                     [[fault, setup, *(int(v) for v in row)] for (fault, setup), row in counts.iterrows()])]
-    seeds = sorted(runs["seed"].unique())
+    seeds = sorted(int(s) for s in runs["seed"].unique())
     budgets = runs.groupby(["algo", "env"])["total_timesteps"].unique()
     commands = Counter(m.get("command", "") for m in rs.metas.values())
     versions: dict[str, set[str]] = {}
@@ -146,8 +153,8 @@ def datasheet(runs: pd.DataFrame, data: pd.DataFrame, rs: RunSet, command: str) 
               "- `by_seed`: seed % 5 in {0, 1, 2} train, 3 val, 4 test (every fault in every split).",
               "- `heldout_<env>`: runs on that env are test, all others train.", "",
               "## Generation",
-              f"- seeds: {seeds}",
-              *[f"- budget for {algo} on {env}: {', '.join(str(b) for b in sorted(v))} env steps"
+              f"- seeds: {_values_line(seeds)}",
+              *[f"- budget for {algo} on {env}: {_values_line(sorted(int(b) for b in v))} env steps"
                 for (algo, env), v in budgets.items()],
               "- commands that produced the runs (count):",
               *[f"  - `{c}` ({n})" for c, n in commands.most_common()],
