@@ -193,7 +193,11 @@ NOT_TUNED = ("None of these logs was used for fitting or tuning the diagnosis: t
              "answer: the anomaly threshold's operating point moved from 90% to 95% of out-of-fold healthy "
              "training logs called healthy (SB3's healthy logs had come out at 85%, below the 90% asked for), and "
              "the exact-evidence item kl_stops_every_update was added (CleanRL's target_kl_too_strict logs had "
-             "all been answered healthy; the item reads what CleanRL's code does with target_kl).")
+             "all been answered healthy; the item reads what CleanRL's code does with target_kl). On 2026-11-25 "
+             "(session 35) the model was refitted on the new dataset (its learning labels, regimes and fault "
+             "settings changed for reasons found in the harness's own runs, none from these logs); publishing "
+             "it was decided before it met these logs, and the previous model was then scored on the same "
+             "logs for comparison (it is the 'previous' column) without the choice being revisited.")
 
 
 # ---- labels -> logs to diagnose -----------------------------------------------------------------------
