@@ -129,12 +129,14 @@ def batch_jobs(jobs: Sequence[Sequence[str]]) -> list[list[str]]:
         start = 0
         for i in range(1, len(seeds) + 1):
             if i == len(seeds) or seeds[i] != seeds[i - 1] + 1:
-                run, n = seeds[start:i], i - start
-                if mid and n == 1:
+                run = seeds[start:i]
+                if not mid:
+                    how = []
+                elif len(run) == 1:
                     how = [f"fault.onset={onsets[run[0]]}"]
                 else:
-                    how = [f"seed_onsets=[{','.join(str(onsets[s]) for s in run)}]"] if mid else []
-                out.append([*case, *how, f"seed={seeds[start]}", *([f"seeds={n}"] if n > 1 else [])])
+                    how = [f"seed_onsets=[{','.join(onsets[s] for s in run)}]"]
+                out.append([*case, *how, f"seed={run[0]}", *([f"seeds={len(run)}"] if len(run) > 1 else [])])
                 start = i
     return out
 
