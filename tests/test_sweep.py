@@ -256,7 +256,7 @@ def test_mid_run_onsets_that_differ_per_seed_train_as_one_batch(tmp_path):
         assert m["onset_update"] == onset and m["seed_batch"]["size"] == 3
         assert m["run_id"] == run_id(with_onset(dataclasses.replace(base, seed=seed), onset).key())
     for bad, message in ((["seeds=2", "seed_onsets=[5]"], "seed_onsets has 1 onsets for seeds=2: give one per seed"),
-                         (["seeds=1", "seed_onsets=[500]"], "fault.onset=500 is beyond the run")):
+                         (["seeds=1", "seed_onsets=[500]"], "seed_onsets=[500]: onset 500 is beyond the run")):
         got = harness(*common, *bad)
         assert got.returncode == 2 and message in got.stderr, got.stderr[-2000:]
     none = harness(*[c for c in common if c != "fault=tiny_clip"], "fault=none", "seed_onsets=[3]")

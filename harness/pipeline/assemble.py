@@ -78,7 +78,12 @@ def check_seed_onsets(exp: Experiment, seeds: int, onsets: Sequence[int] | None)
     for onset in onsets:
         if not isinstance(onset, int) or onset < 0:
             raise ConfigError(f"seed_onsets: {onset!r} is not an update index (an integer >= 0)")
-        check_budget(with_onset(exp, onset))
+    planned = trainer_for(exp.backend, exp.algo.name).updates_planned(exp)
+    late = [o for o in onsets if o >= planned]
+    if late:
+        raise ConfigError(f"seed_onsets={onsets}: onset {late[0]} is beyond the run: env.total_timesteps="
+                          f"{exp.env.total_timesteps} plans {planned} updates (0-{planned - 1}), so fault="
+                          f"{exp.fault.name} would never switch on; choose onsets < {planned}")
 
 
 ENGINES = ("loop", "seed_batched")
