@@ -197,7 +197,11 @@ NOT_TUNED = ("None of these logs was used for fitting or tuning the diagnosis: t
              "(session 35) the model was refitted on the new dataset (its learning labels, regimes and fault "
              "settings changed for reasons found in the harness's own runs, none from these logs); publishing "
              "it was decided before it met these logs, and the previous model was then scored on the same "
-             "logs for comparison (it is the 'previous' column) without the choice being revisited.")
+             "logs for comparison (it is the 'previous' column) without the choice being revisited. On "
+             "2026-11-25 (session 36) the same method was refitted on the dataset sweep continued toward its "
+             "3000 planned runs, publishing decided before these logs were diagnosed; other rules for which "
+             "faults count as ones a log cannot show were measured on held-out training runs only "
+             "(benchmarks/answer_rules.py) and not adopted.")
 
 
 # ---- labels -> logs to diagnose -----------------------------------------------------------------------
