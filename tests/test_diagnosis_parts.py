@@ -129,6 +129,55 @@ def test_evidence_updates_the_model_by_the_measured_rates():
     assert evidence.combine(probs, {"ratio_exactly_one": None}, rates).equals(probs)   # cannot tell: no change
 
 
+def _settings_examples(n_healthy: int = 120, n_fault: int = 40) -> tuple[pd.DataFrame, np.ndarray]:
+    """Feature rows of healthy logs with gamma in 0.97..0.999 and ent_coef in 0..0.02, of wrong_gamma
+    (gamma 0.5..0.9 in half of its logs: the misconfigured form; the config unchanged in the rest) and
+    of entropy_sign_flip (its config unchanged: the code-bug form), and of another fault drawn like healthy."""
+    rng = np.random.default_rng(0)
+    rows, labels = [], []
+    for label, n in ((HEALTHY, n_healthy), ("wrong_gamma", n_fault), ("entropy_sign_flip", n_fault),
+                     ("lr_too_low", n_fault)):
+        for i in range(n):
+            gamma = rng.uniform(0.5, 0.9) if label == "wrong_gamma" and i % 2 == 0 else rng.uniform(0.97, 0.999)
+            rows.append({"run_id": f"{label}-{i}", "cfg:gamma": gamma, "cfg:ent_coef": rng.uniform(0, 0.02),
+                         "cfg:lr": rng.uniform(1e-4, 3e-3) / (30 if label == "lr_too_low" else 1)})
+            labels.append(label)
+    return pd.DataFrame(rows), np.array(labels)
+
+
+def test_a_setting_no_training_run_had_is_evidence_with_measured_rates():
+    rows, labels = _settings_examples()
+    folds = [(np.flatnonzero(np.arange(len(rows)) % 3 != k), np.flatnonzero(np.arange(len(rows)) % 3 == k))
+             for k in range(3)]
+    settings = {"wrong_gamma": ("gamma", "gae_lambda"), "entropy_sign_flip": ("ent_coef",), "lr_too_low": ("lr",)}
+    ranges, seen = evidence.setting_evidence(rows, labels, "ppo", settings, folds)
+    # kept: the items that separate a fault from healthy (gamma below, lr below); not gamma above, nor
+    # ent_coef, which no fault's logs have outside the healthy range
+    assert set(ranges.items) == {"setting_below:gamma", "setting_below:lr"}
+    # the range of lr is taken over every log where lr was not the bug: healthy and the other faults
+    assert ranges.low["lr"] == pytest.approx(rows.loc[labels != "lr_too_low", "cfg:lr"].min())
+    rates = evidence.rates(seen, labels)
+    assert rates["setting_below:gamma"]["wrong_gamma"] == (20, 40)                  # out of fold
+    assert rates["setting_below:gamma"][HEALTHY][0] == 0
+    user = pd.DataFrame([{"cfg:gamma": 0.5, "cfg:lr": 3e-4}, {"cfg:gamma": 0.99, "cfg:lr": 3e-4}, {}])
+    observed = ranges.observe(user)
+    assert observed["ev:setting_below:gamma"].tolist()[:2] == [1.0, 0.0]
+    assert math.isnan(observed["ev:setting_below:gamma"].iloc[2])                  # no config: cannot tell
+    assert "gamma (0.5) is below" in ranges.describe("setting_below:gamma", 0.5)
+    # a healthy configuration inside every range fires nothing; the gamma item shows wrong_gamma
+    probs = pd.Series({HEALTHY: 0.8, "wrong_gamma": 0.1, "entropy_sign_flip": 0.05, "lr_too_low": 0.05})
+    after = evidence.combine(probs, {"setting_below:gamma": True}, evidence.rates(seen, labels))
+    assert after.idxmax() == "wrong_gamma" and after["wrong_gamma"] > 0.8 and after[HEALTHY] < 0.1
+
+
+def test_sized_settings_are_never_setting_evidence():
+    """GRPO's learning rate is sized to the model (1e-6 for TRL's defaults on an LLM, 1e-4 .. 2e-3 for the
+    harness's tiny transformers): its training range says nothing about a user's run."""
+    rows = pd.DataFrame({"cfg:lr": [1e-4, 1e-3, 1e-6], "cfg:beta": [0.0, 0.04, 0.04]})
+    assert "lr" not in evidence.SettingRanges.keys(rows.columns, "grpo")
+    assert "lr" in evidence.SettingRanges.keys(rows.columns, "ppo")
+
+
 def test_identifiability_from_confusions():
     labels = ["a"] * 10 + ["b"] * 10 + ["c"] * 10 + ["d"] * 10 + [HEALTHY] * 10
     answers = (["a"] * 6 + ["b"] * 4) + (["b"] * 5 + ["a"] * 5) + ["c"] * 10 + [HEALTHY] * 8 + ["c"] * 2 + [HEALTHY] * 10

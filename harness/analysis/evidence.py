@@ -7,7 +7,10 @@ the setting is unknown). They are the things an expert reads first: the importan
 per batch; the reward exactly 0; the gradient exactly 0; the KL to the reference exactly 0 while
 beta > 0; every group's rewards identical; fewer optimizer steps than configured without a
 target_kl; the KL early stop ending nearly every update when one is set; (TRL) the reward logged
-on more optimizer steps than the configuration generates on.
+on more optimizer steps than the configuration generates on. And one fitted kind
+(:class:`SettingRanges`): a configured setting outside the range of every healthy training log of the
+view (``ent_coef`` below 0, ``gamma`` 0.5, ``vf_coef`` 50, ``target_kl`` 1e-4), read from the
+configuration the log carries.
 
 The diagnosis does not trust them by decree: the rate at which each item fires on every class
 (healthy and each fault) is measured on the training logs of the same framework view
@@ -19,14 +22,15 @@ training logs makes "healthy" very improbable; one that fires on healthy runs to
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from harness.analysis.features import as_number, configured_steps
+from harness.analysis.features import CONFIG_KEYS, as_number, configured_steps
+from harness.analysis.stats import fisher_greater
 
 MOST = 0.9          # share of logged steps that "always" means (as the signatures)
 EXACT_RATIO = 1e-6  # |r - 1| below this is exactly 1 (recompute rounding, verl#2305)
@@ -186,10 +190,12 @@ Rates = dict[str, dict[str, tuple[int, int]]]     # evidence -> class -> (fired,
 
 
 def rates(observed: pd.DataFrame, labels: np.ndarray) -> Rates:
-    """For each evidence item and class, on how many training logs it fired among those where it
-    could be evaluated. ``observed``: one column per item (1.0 fired, 0.0 not, NaN cannot tell)."""
+    """For each evidence item (every ``ev:<item>`` column of ``observed``: 1.0 fired, 0.0 not, NaN
+    cannot tell; the fixed items are always counted) and class, on how many training logs it fired
+    among those where it could be evaluated."""
+    names = dict.fromkeys([*EVIDENCE, *(c.removeprefix("ev:") for c in observed.columns if c.startswith("ev:"))])
     out: Rates = {}
-    for name in EVIDENCE:
+    for name in names:
         col = observed[f"ev:{name}"].to_numpy(dtype=float) if f"ev:{name}" in observed else np.full(len(labels), np.nan)
         per = {}
         for label in np.unique(labels):
@@ -221,9 +227,9 @@ def combine_frame(probs: pd.DataFrame, observed: pd.DataFrame, table: Rates) -> 
     """:func:`combine` for every row: ``probs`` (logs x classes), ``observed`` (logs x ``ev:<item>``,
     aligned with ``probs``)."""
     factor = np.ones(probs.shape)
-    for name in EVIDENCE:
-        col = f"ev:{name}"
-        if col not in observed:
+    for col in observed.columns:
+        name = col.removeprefix("ev:")
+        if not col.startswith("ev:") or name not in table:
             continue
         fired = observed[col].to_numpy(dtype=float) == 1.0
         if not fired.any():
@@ -235,3 +241,120 @@ def combine_frame(probs: pd.DataFrame, observed: pd.DataFrame, table: Rates) -> 
     total = out.sum(axis=1, keepdims=True)
     out = np.where(total > 0, out / np.where(total > 0, total, 1.0), probs.to_numpy(dtype=float))
     return pd.DataFrame(out, columns=probs.columns, index=probs.index)
+
+
+# ---- fitted evidence: a configured setting no healthy training log had ----------------------------------
+
+HEALTHY = "healthy"
+SETTING = "setting"        # item names: setting_below:<key>, setting_above:<key>
+#: settings whose sound range depends on the size of the model or the task, which the training runs do
+#: not span (GRPO's learning rate: 1e-4 .. 2e-3 for the harness's tiny transformers, 1e-6 for TRL's
+#: defaults on an LLM), or that set a budget rather than the update: their training range says nothing
+#: about a user's run, so they are never this evidence
+SIZED: dict[str, tuple[str, ...]] = {
+    "ppo": ("num_envs", "n_steps", "n_minibatches"),
+    "grpo": ("lr", "n_prompts", "n_minibatches", "max_new_tokens", "n_layers", "d_model", "n_heads", "d_ff",
+             "hidden", "warmup_updates"),
+}
+SEPARATES = 1e-3           # an item is kept when it fires more often on some fault than on healthy logs at this
+                           # p-value (one-sided Fisher exact test, out of fold): else its rates are noise
+
+
+def setting_item(key: str, side: str) -> str:
+    return f"{SETTING}_{side}:{key}"
+
+
+def setting_key(item: str) -> tuple[str, str] | None:
+    """``(key, side)`` of a setting item's name, None for any other item."""
+    head, _, key = item.partition(":")
+    if not key or not head.startswith(f"{SETTING}_"):
+        return None
+    return key, head.removeprefix(f"{SETTING}_")
+
+
+@dataclass
+class SettingRanges:
+    """A configured setting outside the range every training log had where that setting was not the
+    bug is evidence. The range of each setting (``cfg:<key>``) is taken over the training logs that carry
+    the configuration and are healthy or have a fault that does not change that setting (its
+    ``settings_to_check``): the sampling space of users' configurations, as wide as the dataset draws it.
+    Kept are the items (``setting_below:<key>``, ``setting_above:<key>``) that fire more often on some
+    fault than on healthy logs, significantly (:data:`SEPARATES`; an item that never fires, or fires
+    on a few logs of any class, has rates that say nothing). Which fault an item points to is not
+    decreed: its rates per class are measured like every other item's (out of fold, so a healthy
+    configuration outside the other logs' range counts)."""
+
+    low: dict[str, float] = field(default_factory=dict)
+    high: dict[str, float] = field(default_factory=dict)
+    items: tuple[str, ...] = ()
+
+    @staticmethod
+    def keys(columns: Sequence[str], algo: str) -> list[str]:
+        """The settings that may be this evidence: configured numbers the features carry (``cfg:<key>``),
+        not those sized to the model or task (:data:`SIZED`)."""
+        return [k for k in CONFIG_KEYS if f"cfg:{k}" in columns and k not in SIZED.get(algo, ())]
+
+    @classmethod
+    def fit(cls, rows: pd.DataFrame, labels: np.ndarray, algo: str, settings: Mapping[str, Sequence[str]],
+            items: Sequence[str] | None = None) -> SettingRanges:
+        """The range of every setting over the logs of ``rows`` where it was not the bug (healthy, or a
+        fault whose ``settings`` do not name it); ``items``: the items kept (default every one)."""
+        labels = np.asarray(labels)
+        low, high = {}, {}
+        for key in cls.keys(rows.columns, algo):
+            reference = np.array([lab == HEALTHY or key not in settings.get(lab, ()) for lab in labels], dtype=bool)
+            values = pd.to_numeric(rows.loc[reference, f"cfg:{key}"], errors="coerce").to_numpy(dtype=float)
+            values = values[np.isfinite(values)]
+            if len(values):
+                low[key], high[key] = float(values.min()), float(values.max())
+        every = tuple(setting_item(k, side) for k in low for side in ("below", "above"))
+        return cls(low, high, every if items is None else tuple(i for i in every if i in set(items)))
+
+    def side(self, key: str, value: float) -> str | None:
+        """Where ``value`` lies against the range of ``key``: "below", "above" or None (inside)."""
+        lo, hi = self.low[key], self.high[key]
+        slack = 1e-9 * max(abs(lo), abs(hi), 1e-12)
+        return "below" if value < lo - slack else "above" if value > hi + slack else None
+
+    def observe(self, rows: pd.DataFrame) -> pd.DataFrame:
+        """``ev:<item>`` of every kept item on feature rows: 1.0 fired, 0.0 not, NaN when the log carries
+        no value for the setting."""
+        out = {}
+        for item in self.items:
+            key, side = setting_key(item)
+            values = pd.to_numeric(rows.get(f"cfg:{key}", pd.Series(np.nan, index=rows.index)),
+                                   errors="coerce").to_numpy(dtype=float)
+            out[f"ev:{item}"] = [np.nan if not math.isfinite(v) else float(self.side(key, v) == side) for v in values]
+        return pd.DataFrame(out, index=rows.index, dtype=float)
+
+    def describe(self, item: str, value: float | None = None) -> str:
+        key, side = setting_key(item)
+        shown = f" ({value:.4g})" if value is not None and math.isfinite(value) else ""
+        return (f"the configured {key}{shown} is {side} the range of every training log of this view where "
+                f"{key} was not the bug ({self.low[key]:.4g} .. {self.high[key]:.4g})")
+
+
+def setting_evidence(rows: pd.DataFrame, labels: np.ndarray, algo: str, settings: Mapping[str, Sequence[str]],
+                     folds: Sequence[tuple[np.ndarray, np.ndarray]]) -> tuple[SettingRanges, pd.DataFrame]:
+    """The fitted setting ranges of ``rows`` (every row) and each row's setting items observed out of
+    fold: with the ranges of the other ``folds`` (split by run), so a configuration that no other run
+    had fires as it would on a user's log. Only items that separate some fault from healthy
+    (:func:`separates`) are kept."""
+    labels = np.asarray(labels)
+    whole = SettingRanges.fit(rows, labels, algo, settings)
+    observed = pd.DataFrame(np.nan, index=rows.index, columns=[f"ev:{i}" for i in whole.items])
+    for train, test in folds:
+        part = SettingRanges.fit(rows.iloc[train], labels[train], algo, settings)
+        seen = part.observe(rows.iloc[test])
+        observed.loc[seen.index, seen.columns] = seen.to_numpy()
+    counted = rates(observed, labels)
+    kept = [c.removeprefix("ev:") for c in observed.columns if separates(counted[c.removeprefix("ev:")])]
+    return SettingRanges.fit(rows, labels, algo, settings, items=kept), observed[[f"ev:{i}" for i in kept]]
+
+
+def separates(per: Mapping[str, tuple[int, int]], alpha: float = SEPARATES) -> bool:
+    """Whether an item's counts (class -> (fired, evaluable)) show it firing more often on some fault
+    than on healthy logs: one-sided Fisher exact p-value below ``alpha``."""
+    k_h, n_h = per.get(HEALTHY, (0, 0))
+    return n_h > 0 and any(n > 0 and k / n > k_h / n_h and fisher_greater(k, n, k_h, n_h) < alpha
+                           for label, (k, n) in per.items() if label != HEALTHY)

@@ -199,9 +199,18 @@ class DiagnosisModel:
     anomaly_threshold: float = 0.5                # the out-of-fold quantile the prior shift is fitted to
     healthy_weight: float = 1.0                   # = anomaly_threshold / (1 - anomaly_threshold)
     rates: evidence.Rates = field(default_factory=dict)
+    ranges: evidence.SettingRanges = field(default_factory=evidence.SettingRanges)   # fitted evidence items
     identifiability: Identifiability = field(default_factory=Identifiability)
     settings: dict[str, tuple[str, ...]] = field(default_factory=dict)      # fault -> what to check
     info: dict[str, Any] = field(default_factory=dict)
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """A model pickled before a field was added gets that field's default (a model fitted before the
+        setting evidence reads no setting items)."""
+        for f in dataclasses.fields(self):
+            if f.name not in state:
+                state[f.name] = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+        self.__dict__.update(state)
 
     def _X(self, rows: pd.DataFrame) -> np.ndarray:
         X = rows.reindex(columns=self.columns).to_numpy(dtype=float)
@@ -245,8 +254,9 @@ class DiagnosisModel:
                                     1.0)[2] for i in range(len(combined))])
 
     def decide(self, model_probs: pd.Series, combined: pd.Series, fired: Mapping[str, bool | None],
-               n_rows: int) -> Answer:
-        """The answer for one log from its probabilities before and after the evidence."""
+               n_rows: int, row: Mapping[str, Any] | None = None) -> Answer:
+        """The answer for one log from its probabilities before and after the evidence (``row``: its
+        features, for the values the evidence report quotes)."""
         ident = self.identifiability
         invisible, probs, anomalous = self.weigh(combined, fired, self.healthy_weight)
         silent = {HEALTHY, *invisible}
@@ -254,7 +264,7 @@ class DiagnosisModel:
                       model_probabilities={str(k): float(v) for k, v in model_probs.sort_values(ascending=False).items()},
                       anomalous=anomalous, threshold=ANSWER_THRESHOLD, healthy_weight=self.healthy_weight,
                       unknown_threshold=self.unknown_threshold, invisible=invisible,
-                      evidence=self.evidence_report(fired, probs), n_rows=n_rows)
+                      evidence=self.evidence_report(fired, probs, row), n_rows=n_rows)
         if n_rows < MIN_ROWS:
             return Answer(TOO_SHORT, TOO_SHORT, **common)
         if anomalous < ANSWER_THRESHOLD:
@@ -272,17 +282,21 @@ class DiagnosisModel:
         return Answer(best, "fault" if len(members) == 1 else "class", members=members, class_probability=p_class,
                       settings=settings, **common)
 
-    def evidence_report(self, fired: Mapping[str, bool | None], probs: pd.Series) -> dict[str, dict[str, Any]]:
-        """For each item that fired: its description and the rates it fired at on training logs of
-        this view, for healthy and the three most probable classes."""
+    def evidence_report(self, fired: Mapping[str, bool | None], probs: pd.Series,
+                        row: Mapping[str, Any] | None = None) -> dict[str, dict[str, Any]]:
+        """For each item that fired: its description (a setting item's with the log's value, from its
+        feature ``row``) and the rates it fired at on training logs of this view, for healthy and the
+        three most probable classes."""
         out = {}
         shown = [HEALTHY, *[str(c) for c in probs.index[:4] if c != HEALTHY]][:4]
         for name, value in fired.items():
             if not value:
                 continue
             per = self.rates.get(name, {})
-            out[name] = {"description": evidence.EVIDENCE[name].description,
-                         "rates": {c: list(per.get(c, (0, 0))) for c in shown}}
+            setting = evidence.setting_key(name)
+            text = (self.ranges.describe(name, (row or {}).get(f"cfg:{setting[0]}")) if setting
+                    else evidence.EVIDENCE[name].description)
+            out[name] = {"description": text, "rates": {c: list(per.get(c, (0, 0))) for c in shown}}
         return out
 
     def unlike_training(self, rows: pd.DataFrame) -> list[dict[str, str]]:
@@ -304,15 +318,25 @@ class DiagnosisModel:
             out.append(sides)
         return out
 
+    def observed(self, rows: pd.DataFrame, observed: pd.DataFrame) -> pd.DataFrame:
+        """The evidence of feature ``rows``: the fixed items observed in their logs (``observed``'s
+        ``ev:`` columns) and the fitted ones read from their configuration (:attr:`ranges`)."""
+        fixed = observed.set_axis(rows.index).drop(columns=[c for c in observed.columns
+                                                            if evidence.setting_key(c.removeprefix("ev:"))])
+        return pd.concat([fixed, self.ranges.observe(rows)], axis=1)
+
     def diagnose(self, rows: pd.DataFrame, observed: pd.DataFrame, n_rows: Sequence[int]) -> list[Answer]:
-        """Answers for feature rows, their observed evidence (``ev:`` columns) and their lengths."""
+        """Answers for feature rows, their observed evidence (``ev:`` columns of the fixed items; the
+        fitted ones are read from the rows) and their lengths."""
         model_probs = self.probabilities(rows)
-        combined = evidence.combine_frame(model_probs, observed.set_axis(rows.index), self.rates)
+        observed = self.observed(rows, observed)
+        combined = evidence.combine_frame(model_probs, observed, self.rates)
         fired = observed.to_dict("records")
         unlike = self.unlike_training(rows)
+        records = rows.to_dict("records")
         return [dataclasses.replace(self.decide(model_probs.iloc[i], combined.iloc[i],
                                                 {k.removeprefix("ev:"): (None if not np.isfinite(v) else bool(v))
-                                                 for k, v in fired[i].items()}, int(n_rows[i])),
+                                                 for k, v in fired[i].items()}, int(n_rows[i]), records[i]),
                                     unlike_training=unlike[i]) for i in range(len(rows))]
 
 
@@ -343,20 +367,24 @@ def threshold_for(healthy_scores: np.ndarray) -> float:
     return float(min(hi, max(lo, np.quantile(healthy_scores, 1 - HEALTHY_ALARMS))))
 
 
-def out_of_fold(kind: str, seed: int, X: np.ndarray, labels: np.ndarray, groups: np.ndarray,
-                observed: pd.DataFrame) -> pd.DataFrame | None:
-    """Each training log's probabilities from a model (and evidence rates) fitted without its run
-    (3 folds by run), after the evidence; None with fewer than 3 runs."""
+def folds(labels: np.ndarray, groups: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]] | None:
+    """The 3 folds by run every out-of-fold quantity of a fit uses; None with fewer than 3 runs."""
     if len(set(groups)) < 3:
         return None
-    cv = GroupKFold(3)
+    return list(GroupKFold(3).split(np.zeros(len(labels)), labels, groups))
+
+
+def out_of_fold(kind: str, seed: int, X: np.ndarray, labels: np.ndarray, cv: list[tuple[np.ndarray, np.ndarray]],
+                observed: pd.DataFrame) -> pd.DataFrame:
+    """Each training log's probabilities from a model (and evidence rates) fitted without its run
+    (the folds ``cv``), after the evidence (``observed``: the fitted items already out of fold)."""
     order = np.unique(labels)
     with warnings.catch_warnings():      # a rare class missing from a fold gets probability 0 there
         warnings.filterwarnings("ignore", message="Number of classes in training fold")
-        probs = pd.DataFrame(cross_val_predict(make_estimator(kind, seed=seed), X, labels, groups=groups, cv=cv,
+        probs = pd.DataFrame(cross_val_predict(make_estimator(kind, seed=seed), X, labels, cv=cv,
                                                method="predict_proba"), columns=order)
     combined = probs.copy()
-    for train, test in cv.split(X, labels, groups):
+    for train, test in cv:
         rates = evidence.rates(observed.iloc[train], labels[train])
         combined.iloc[test] = evidence.combine_frame(probs.iloc[test], observed.iloc[test], rates).to_numpy()
     return combined
@@ -366,23 +394,31 @@ def fit(examples: pd.DataFrame, algo: str, view: str, seed: int = 0, kind: str =
         settings: Mapping[str, tuple[str, ...]] | None = None) -> DiagnosisModel:
     """Fit the model of one algorithm and view: the classifier, the evidence rates, the classes of
     faults the view cannot tell apart and those it cannot show (from out-of-fold answers), and the
-    anomaly threshold (out of fold too)."""
-    data = examples[(examples["algo"] == algo) & (examples["view"] == view) & (examples["label"] != NOT_LEARNING)]
+    anomaly threshold (out of fold too). Logs shorter than ``MIN_ROWS`` (answered "too short to
+    judge", e.g. a run dead at its first update) neither train the model nor measure the rates."""
+    data = examples[(examples["algo"] == algo) & (examples["view"] == view) & (examples["label"] != NOT_LEARNING)
+                    & (examples.get("n_rows", pd.Series(MIN_ROWS, index=examples.index)) >= MIN_ROWS)]
     columns = [c for c in feature_columns(data) if data[c].notna().any()]   # a view's missing metrics drop out
     counts = data["label"].value_counts()
     data = data[data["label"].isin(counts[counts >= MIN_CLASS_EXAMPLES].index)]
     if data["label"].nunique() < 2:
         raise TooFewClasses(f"{algo}/{view}: fewer than 2 classes with >= {MIN_CLASS_EXAMPLES} examples")
+    data = data.reset_index(drop=True)
     X = np.clip(data[columns].to_numpy(dtype=float), -1e12, 1e12)
     labels = data["label"].to_numpy()
-    observed = evidence_frame(data).reset_index(drop=True)
+    cv = folds(labels, data["run_id"].to_numpy())
+    observed = evidence_frame(data)
+    ranges = evidence.SettingRanges()
+    if cv is not None:               # the fitted items: ranges from all logs, rates from out-of-fold observations
+        ranges, settings_seen = evidence.setting_evidence(data, labels, algo, settings or {}, cv)
+        observed = pd.concat([observed, settings_seen], axis=1)
     estimator = make_estimator(kind, seed=seed)
     with threadpool_limits(1):       # fits run in parallel processes: one thread each
         estimator.fit(X, labels)
-        oof = out_of_fold(kind, seed, X, labels, data["run_id"].to_numpy(), observed)
+        oof = out_of_fold(kind, seed, X, labels, cv, observed) if cv is not None else None
     faults = sorted(c for c in np.unique(labels) if c != HEALTHY)
     model = DiagnosisModel(algo=algo, view=view, columns=columns, classes=list(estimator.classes_),
-                           estimator=estimator, rates=evidence.rates(observed, labels),
+                           estimator=estimator, rates=evidence.rates(observed, labels), ranges=ranges,
                            settings={f: tuple(s) for f, s in (settings or {}).items() if f in faults},
                            info={"n_examples": len(data), "n_runs": data["run_id"].nunique(),
                                  "classes": {str(k): int(v) for k, v in counts.items()},

@@ -126,7 +126,7 @@ def run_protocol(examples: pd.DataFrame, algo: str, view: str, protocol: Protoco
     if protocol.excluded_fault:
         train = train[train["fault"] != protocol.excluded_fault]
     test = data[data["run_id"].isin(protocol.test) & (data["prefix"] == 1.0) & _testable(data)
-                & (data["label"] != NOT_LEARNING)]
+                & (data["label"] != NOT_LEARNING) & (data.get("n_rows", MIN_ROWS) >= MIN_ROWS)]
     try:
         model = fit(train, algo, view, seed=seed, kind=kind, settings=settings)
     except TooFewClasses:
