@@ -72,6 +72,12 @@ def test_config_relative_features():
     ({"approx_kl": 1e-4, "clipfrac": 0.0}, {"n_epochs": 4, "n_minibatches": 4}, "ratio_exactly_one", False),  # small update
     ({"clipfrac_binding": 0.0}, {"num_iterations": 2, "n_minibatches": 2}, "ratio_exactly_one", True),  # TRL: clips only
     ({"reward_mean": 0.0}, {}, "reward_exactly_zero", True),
+    # one of the summed reward functions never pays (a format regex that never matches), another does
+    ({"reward/format": 0.0, "reward/correct": np.linspace(0.1, 0.6, 30)}, {}, "reward_function_exactly_zero", True),
+    ({"reward/format": 0.0, "reward/correct": 0.0}, {}, "reward_function_exactly_zero", False),   # reward_zero's
+    ({"reward/format": np.r_[np.zeros(15), np.full(15, 0.5)], "reward/correct": 0.3}, {},
+     "reward_function_exactly_zero", False),                                       # it pays half the time
+    ({"reward/correct": 0.0}, {}, "reward_function_exactly_zero", None),           # one function: cannot tell
     ({"grad_norm": 0.0}, {}, "gradient_exactly_zero", True),
     ({"kl_ref": 0.0}, {"beta": 0.04}, "kl_ref_exactly_zero", True),
     ({"kl_ref": 0.0}, {"beta": 0.0}, "kl_ref_exactly_zero", False),

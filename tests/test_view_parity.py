@@ -121,3 +121,33 @@ def test_a_too_strict_target_kl_shows_in_the_cleanrl_and_sb3_views(tmp_path):
         assert evidence.observe(with_config, config, view)["kl_stops_every_update"] is True
         without = {k: v for k, v in config.items() if k != "target_kl"}
         assert evidence.observe(with_config, without, view)["kl_stops_every_update"] is None
+
+
+def test_a_reward_wrapper_shows_in_the_logged_returns_when_the_monitor_is_inside_it(tmp_path):
+    """Users add a reward wrapper on either side of SB3's Monitor / CleanRL's RecordEpisodeStatistics:
+    rendered with the monitor inside it (half the runs, by run id), a negated reward shows as negative
+    logged returns; outside, the logged returns are the env's own."""
+    from harness.logs.views import logged_returns, monitor_inside, render
+    rid = _train(tmp_path, "algo=ppo", "fault=reward_sign_flip", "env.total_timesteps=2560", "algo.n_steps=64",
+                 "algo.num_envs=4", "algo.n_epochs=2", "algo.n_minibatches=2")
+    run = StoredRun.load(tmp_path, rid)
+    eps = run.episodes
+    assert (eps["env_return"] > 0).all() and np.allclose(eps["return"], -eps["env_return"])   # CartPole, negated
+    for inside in (True, False):
+        run.meta["run_id"] = next(f"{rid}-{i}" for i in range(100) if monitor_inside(f"{rid}-{i}") == inside)
+        expected = -eps["env_return"] if inside else eps["env_return"]
+        assert np.allclose(logged_returns(run), expected)
+        sb3 = load_log_frame(render(run, "sb3"), "sb3")
+        cleanrl = load_log_frame(render(run, "cleanrl"), "cleanrl")
+        for frame in (sb3, cleanrl):
+            logged = frame["return_mean"].dropna()
+            assert len(logged) and ((logged < 0).all() if inside else (logged > 0).all())
+    # with the rewards normalised after the wrappers the learner's return is no monitor's: the env's is logged
+    run.meta["run_id"] = next(f"{rid}-{i}" for i in range(100) if monitor_inside(f"{rid}-{i}"))
+    run.meta["hyperparameters"]["effective"]["norm_reward"] = True
+    assert np.allclose(logged_returns(run), eps["env_return"])
+
+
+def load_log_frame(raw, profile: str) -> pd.DataFrame:
+    from harness.logs import to_canonical
+    return to_canonical(raw, profile).metrics

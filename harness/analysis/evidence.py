@@ -4,7 +4,8 @@ Each item is a predicate over a log (its canonical frame and the configuration r
 is True, False, or None when the log or its configuration cannot tell (the metric is not logged,
 the setting is unknown). They are the things an expert reads first: the importance ratio exactly 1
 (approx_kl or clip fraction exactly 0) while the configuration takes more than one optimizer step
-per batch; the reward exactly 0; the gradient exactly 0; the KL to the reference exactly 0 while
+per batch; the reward exactly 0, or one of several summed reward functions exactly 0; the gradient
+exactly 0; the KL to the reference exactly 0 while
 beta > 0; every group's rewards identical; fewer optimizer steps than configured without a
 target_kl; the KL early stop ending nearly every update when one is set; (TRL) the reward logged
 on more optimizer steps than the configuration generates on. And one fitted kind
@@ -31,6 +32,7 @@ import pandas as pd
 
 from harness.analysis.features import CONFIG_KEYS, as_number, configured_steps
 from harness.analysis.stats import fisher_greater
+from harness.metrics import REWARD_FN_PREFIX
 
 MOST = 0.9          # share of logged steps that "always" means (as the signatures)
 EXACT_RATIO = 1e-6  # |r - 1| below this is exactly 1 (recompute rounding, verl#2305)
@@ -94,6 +96,17 @@ def _kl_ref_zero(frame: pd.DataFrame, config: Mapping[str, Any]) -> bool | None:
     return beta > 0 and share >= MOST
 
 
+def _reward_function_zero(frame: pd.DataFrame, config: Mapping[str, Any]) -> bool | None:
+    """One of several summed reward functions (``reward/<fn>``: TRL's ``rewards/<fn>/mean``) exactly 0 on
+    >= 90% of the steps that log it while another is not (all of them 0 is reward_exactly_zero's).
+    None with fewer than two reward functions logged."""
+    shares = [s for s in (_share(frame, c, lambda v: v == 0) for c in frame.columns if c.startswith(REWARD_FN_PREFIX))
+              if s is not None]
+    if len(shares) < 2:
+        return None
+    return max(shares) >= MOST and min(shares) < MOST
+
+
 def _groups_uniform(frame: pd.DataFrame, config: Mapping[str, Any]) -> bool | None:
     share = _share(frame, "frac_reward_zero_std", lambda c: c == 1)
     return None if share is None else share >= MOST
@@ -153,6 +166,8 @@ EVIDENCE: dict[str, Evidence] = {e.name: e for e in (
              "fractions exactly 0) on >= 90% of steps while the configuration takes more than one optimizer step per "
              "batch", _ratio_pinned),
     Evidence("reward_exactly_zero", "the reward (or the logged return) is exactly 0 on >= 90% of steps", _reward_zero),
+    Evidence("reward_function_exactly_zero", "one of the summed reward functions (reward/<fn>) is exactly 0 on >= 90% "
+             "of steps while another is not", _reward_function_zero),
     Evidence("gradient_exactly_zero", "the gradient norm is exactly 0 on >= 90% of steps", _grad_zero),
     Evidence("kl_ref_exactly_zero", "the KL to the reference is exactly 0 on >= 90% of steps while beta > 0",
              _kl_ref_zero),

@@ -54,8 +54,9 @@ EVIDENCE_PREFIX = "ev:"
 #: (2: SB3's optimizer steps derived with the configuration; TRL's engine metrics on half the runs;
 #: the configuration limited to what the framework's log carries; ev8: the eighth evidence item,
 #: kl_stops_every_update; cfg2: the configuration's clip_range_vf, a feature the models fitted before
-#: it ignore, and labels judged on the env's own returns)
-EXAMPLES_VERSION = f"{FEATURE_VERSION}+views2+ev8+cfg2+learn3"
+#: it ignore, and labels judged on the env's own returns; ev9: reward_function_exactly_zero; monitor: SB3's
+#: and CleanRL's logged returns inside the fault's reward wrappers on half the runs)
+EXAMPLES_VERSION = f"{FEATURE_VERSION}+views2+ev9+cfg2+learn3+monitor"
 
 
 def _with_config(run_id: str, view: str, prefix: float) -> bool:
