@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 
 from harness.analysis.examples import VIEWS
+from harness.analysis.features import MIN_ROWS
 from harness.analysis.learning import NOT_LEARNING
 from harness.analysis.model import HEALTHY, TOO_SHORT, UNKNOWN, load_models
 from harness.analysis.protocols import protocols, run_protocol
@@ -100,13 +101,42 @@ def test_model_card_and_scores_come_from_held_out_runs(diverse_model):
     assert set(examples["run_id"]) & calibration                   # the extra runs have examples
     for p in protocols(examples, "ppo", left_out=False):
         tested = examples[examples["run_id"].isin(p.test) & examples["testable"] & (examples["view"] == "canonical")
-                          & (examples["prefix"] == 1.0) & (examples["label"] != NOT_LEARNING)]   # not scored: see learning.py
+                          & (examples["prefix"] == 1.0) & (examples["label"] != NOT_LEARNING)   # not scored: see learning.py
+                          & (examples["n_rows"] >= MIN_ROWS)]                    # too short to judge: not scored
         result = run_protocol(examples, "ppo", "canonical", p)
         assert result is None or result[0]["n_runs"] == tested["run_id"].nunique(), p.name
         if p.kind == "held-out runs":
             assert p.test <= diverse
     md = (diverse_model / "catalogue" / "CATALOGUE.md").read_text()
     assert "## Diagnosis model (out of sample)" in md and "held-out runs (30%, stratified by fault)" in md
+
+
+def test_the_model_refits_on_its_examples_alone(diverse_model, tmp_path):
+    """refit= scores and fits the model on a build's examples.parquet (and the model card beside it),
+    reading no run: the same held-out protocols, the catalogue's calibration runs still never scored."""
+    import shutil
+    source = diverse_model / "catalogue" / "model"
+    copy = tmp_path / "in"
+    copy.mkdir()
+    for name in ("examples.parquet", "model_card.json"):
+        shutil.copy(source / name, copy / name)
+    out = tmp_path / "out"
+    done = subprocess.run([sys.executable, "-m", "harness.catalogue", f"results_dir={out}",
+                           f"refit={copy / 'examples.parquet'}", "left_out=false"], capture_output=True, text=True,
+                          timeout=900)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "no run is read" in done.stdout and not (out / "runs").exists()
+    built = json.loads((source / "model_card.json").read_text())
+    refitted = json.loads((out / "catalogue" / "model" / "model_card.json").read_text())
+    assert refitted["settings"] == built["settings"] and refitted["examples"] == built["examples"]
+    assert refitted["extra_training_runs"] == built["extra_training_runs"] == 2
+    held = [p for p in refitted["protocols"] if p["kind"] == "held-out runs"]
+    assert held and {(p["algo"], p["view"]) for p in held} == {(p["algo"], p["view"]) for p in built["protocols"]
+                                                               if p["kind"] == "held-out runs"}
+    assert load_models(model_path(out / "catalogue"))        # a model diagnose reads
+    bad = subprocess.run([sys.executable, "-m", "harness.catalogue", f"refit={tmp_path / 'none.parquet'}"],
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "no such file" in bad.stderr
 
 
 def test_learned_detector_is_scored_out_of_sample_only(diverse_model):

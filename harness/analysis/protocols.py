@@ -32,7 +32,7 @@ from harness.analysis.model import (
     fit_models,
     save_models,
 )
-from harness.store import RunStore
+from harness.store import RunStore, atomic_write_parquet
 
 #: hyperparameter regions left out of training (sampled base values; a misconfigured fault's bad
 #: value does not move a run between regions)
@@ -163,20 +163,31 @@ def fit_and_evaluate(root: Path, run_ids: Sequence[str], out_path: Path, progres
                      n_jobs: int = -1, left_out: bool = True, seed: int = 0, kind: str = "logistic",
                      extra_ids: Sequence[str] = ()) -> pd.DataFrame:
     """Build the examples of the diverse runs (``run_ids``) and of extra training runs
-    (``extra_ids``: the catalogue's, one configuration per setup but many seeds per fault), score
-    every protocol out of sample on diverse runs only (with the baselines), fit the final models on
-    all runs and save them with a model card. Returns the protocol scores (a row per algorithm, view,
-    protocol and detector)."""
+    (``extra_ids``: the catalogue's, one configuration per setup but many seeds per fault), then
+    :func:`evaluate_and_save` them. Returns the protocol scores (a row per algorithm, view, protocol
+    and detector)."""
     start = time.perf_counter()
     examples = training_examples(root, run_ids, extra_ids, out_path.with_name("examples.parquet"), n_jobs, progress)
-    extra = sorted(set(extra_ids) - set(run_ids))
-    run_ids = [*run_ids, *extra]
+    atomic_write_parquet(out_path.with_name("examples.parquet"), examples)   # with `testable`: what a refit reads
     store = RunStore(root)
-    settings = fault_settings([m for m in (store.load_meta(r) for r in sorted(set(run_ids))) if m is not None])
+    ids = sorted(set(run_ids) | set(extra_ids))
+    settings = fault_settings([m for m in (store.load_meta(r) for r in ids) if m is not None])
+    return evaluate_and_save(examples, settings, out_path, progress, n_jobs, left_out, seed, kind, start)
+
+
+def evaluate_and_save(examples: pd.DataFrame, settings: Mapping[str, tuple[str, ...]], out_path: Path,
+                      progress: Callable[[str], None] = print, n_jobs: int = -1, left_out: bool = True,
+                      seed: int = 0, kind: str = "logistic", start: float | None = None) -> pd.DataFrame:
+    """Score every protocol out of sample on the diverse runs of ``examples`` only (with the
+    baselines), fit the final models on all of them and save them with a model card (``settings``:
+    what to check per fault, :func:`fault_settings`). Returns the protocol scores."""
+    start = time.perf_counter() if start is None else start
+    n_runs = int(examples["run_id"].nunique())
+    n_extra = int(examples.loc[~_testable(examples), "run_id"].nunique())
     jobs = [(algo, view, p) for algo, views in VIEWS.items() if (examples["algo"] == algo).any()
             for p in protocols(examples, algo, seed=seed, left_out=left_out) for view in views
             if (p.kind != "left-out fault" or view == "canonical")]
-    progress(f"diagnosis model: {len(examples)} examples from {len(run_ids)} runs "
+    progress(f"diagnosis model: {len(examples)} examples from {n_runs} runs "
              f"({int((examples.drop_duplicates('run_id')['label'] == NOT_LEARNING).sum())} healthy runs that do not "
              f"learn are left out); scoring {len(jobs)} held-out fits")
     results = Parallel(n_jobs=n_jobs)(delayed(run_protocol)(examples, a, v, p, seed, kind, settings) for a, v, p in jobs)
@@ -188,12 +199,14 @@ def fit_and_evaluate(root: Path, run_ids: Sequence[str], out_path: Path, progres
         if len(mine):
             model.info["out_of_sample"] = {k: float(mine.iloc[0][k]) for k in
                                            ("top1", "class_level", "healthy_called_healthy", "tpr", "auroc", "ece")}
-    card = {"trained_on_runs": len(run_ids), "extra_training_runs": len(extra), "examples": len(examples),
-            "views": VIEWS, "settings": settings,
+    version = examples["feature_version"].iloc[0] if "feature_version" in examples and len(examples) else None
+    card = {"trained_on_runs": n_runs, "extra_training_runs": n_extra, "examples": len(examples),
+            "examples_version": version, "views": VIEWS, "settings": dict(settings),
             "models": {f"{a}/{v}": {k: m.info.get(k) for k in ("n_examples", "n_runs", "classes", "out_of_fold")} | {
                 "out_of_sample": m.info.get("out_of_sample"), "threshold": m.anomaly_threshold,
                 "classes_of_faults": sorted({tuple(c) for c in m.identifiability.classes.values() if len(c) > 1}),
-                "cannot_show": list(m.identifiability.invisible)} for (a, v), m in models.items()},
+                "cannot_show": list(m.identifiability.invisible),
+                "setting_evidence": {i: m.ranges.describe(i) for i in m.ranges.items}} for (a, v), m in models.items()},
             "protocols": scores.drop(columns=["per_class"], errors="ignore").to_dict("records"),
             "seconds": round(time.perf_counter() - start, 1)}
     save_models(models, out_path, card)

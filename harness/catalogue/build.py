@@ -21,7 +21,7 @@ import pandas as pd
 
 from harness.analysis import dataset
 from harness.analysis import plots as plotting
-from harness.analysis.protocols import fit_and_evaluate
+from harness.analysis.protocols import evaluate_and_save, fit_and_evaluate
 from harness.analysis.runs import RunSet, cell_slug
 from harness.catalogue.agreement import backend_agreement, backend_notes
 from harness.catalogue.baselines import healthy_baselines
@@ -60,11 +60,59 @@ def fit_model(settings: CatalogueSettings, rs: RunSet, out_dir: Path, written: d
     extra = extra_training_runs(rs) if settings.model_catalogue_runs else []
     scores = fit_and_evaluate(settings.results_dir, diverse, model_file, left_out=settings.left_out,
                               kind=settings.model_kind, extra_ids=extra)
-    atomic_write_parquet(out_dir / "model" / "scores.parquet",
-                         scores.assign(per_class=scores.get("per_class", pd.Series(dtype=object)).map(
-                             lambda v: json.dumps(v) if isinstance(v, dict) else None)))
+    write_scores(out_dir / "model" / "scores.parquet", scores)
     written["model"] = model_file
     return scores
+
+
+def write_scores(path: Path, scores: pd.DataFrame) -> None:
+    atomic_write_parquet(path, scores.assign(per_class=scores.get("per_class", pd.Series(dtype=object)).map(
+        lambda v: json.dumps(v) if isinstance(v, dict) else None)))
+
+
+def check_examples(examples_path: Path) -> None:
+    """A one-line :class:`ConfigError` unless ``examples_path`` is a table of training examples a build
+    wrote, with its ``model_card.json`` beside it."""
+    import pyarrow.parquet as pq
+
+    if not examples_path.is_file():
+        raise ConfigError(f"refit={examples_path}: no such file (the examples.parquet a build wrote beside its "
+                          "model, e.g. results/catalogue/model/examples.parquet)")
+    try:
+        names = set(pq.read_schema(examples_path).names)
+    except Exception as exc:  # pyarrow's errors for a truncated or foreign file
+        raise ConfigError(f"refit={examples_path} is unreadable ({type(exc).__name__})") from None
+    missing = [c for c in ("run_id", "view", "label", "algo", "prefix") if c not in names]
+    if missing:
+        raise ConfigError(f"refit={examples_path} is not a table of training examples (no {', '.join(missing)} column)")
+    if not examples_path.with_name("model_card.json").is_file():
+        raise ConfigError(f"refit={examples_path}: no model_card.json beside it (it holds the settings to check per "
+                          "fault)")
+
+
+def refit(results_dir: Path, examples_path: Path, kind: str = "logistic", left_out: bool = True) -> dict[str, Path]:
+    """Score and fit the diagnosis model on a table of training examples alone (``examples.parquet``
+    as a build writes it, with the ``model_card.json`` written beside it for the settings to check per
+    fault), reading no run: the model, its card and scores, and the examples under
+    ``results_dir/catalogue/model/``; the catalogue's pages are re-rendered when it has a catalogue.
+    For a change of the model or its fitted evidence; a change of the features or views needs the runs."""
+    check_examples(examples_path)
+    card_path = examples_path.with_name("model_card.json")
+    examples = pd.read_parquet(examples_path)
+    if "testable" not in examples:           # written before builds kept it: a build without the catalogue's runs
+        print(f"note: {examples_path} does not say which runs are the diverse dataset's: every run is scored as one "
+              "(as a build with model_catalogue_runs=false wrote it)")
+    settings = {k: tuple(v) for k, v in json.loads(card_path.read_text()).get("settings", {}).items()}
+    out_dir = results_dir / "catalogue" / "model"
+    model_file = out_dir / "diagnosis.joblib"
+    if examples_path.resolve() != (out_dir / "examples.parquet").resolve():
+        atomic_write_parquet(out_dir / "examples.parquet", examples)
+    scores = evaluate_and_save(examples, settings, model_file, left_out=left_out, kind=kind)
+    write_scores(out_dir / "scores.parquet", scores)
+    written = {"model": model_file, "scores": out_dir / "scores.parquet"}
+    if (results_dir / "catalogue" / "catalogue.parquet").is_file():
+        written.update(render(results_dir))
+    return written
 
 
 def write_pages(out_dir: Path, tables: CatalogueTables, baselines: pd.DataFrame, agreement: pd.DataFrame,

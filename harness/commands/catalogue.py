@@ -1,6 +1,7 @@
 """``rlfh-catalogue`` (``python -m harness.catalogue``): aggregate stored runs into the catalogue and the
 labelled dataset; ``publish=true`` (or ``only``) copies the diagnosis model into the package;
-``render=only`` rewrites the catalogue's pages and heatmap from the files it wrote, reading no run.
+``render=only`` rewrites the catalogue's pages and heatmap from the files it wrote, reading no run;
+``refit=PATH`` scores and fits the diagnosis model on a table of training examples alone.
 
 The work is done in :mod:`harness.catalogue.build`; this module is the command.
 """
@@ -13,8 +14,8 @@ import hydra
 import pandas as pd
 from omegaconf import DictConfig
 
-from harness.analysis.model import load_models
-from harness.catalogue.build import render, write
+from harness.analysis.model import check_kind, load_models
+from harness.catalogue.build import check_examples, refit, render, write
 from harness.catalogue.settings import CatalogueSettings
 from harness.commands.app import run_app
 from harness.config import CONF_DIR, ConfigError
@@ -58,8 +59,22 @@ def publish(results_dir: Path) -> list[Path]:
     return written
 
 
+def refit_path(cfg: DictConfig) -> Path | None:
+    """The examples table ``refit=PATH`` names (None without it); a one-line error with ``render`` or
+    ``publish=only``, which build nothing."""
+    path = cfg.get("refit", None)
+    if path in (None, False, ""):
+        return None
+    if render_mode(cfg) or publish_mode(cfg) == "only":
+        raise ConfigError("refit= with render=only or publish=only: refit builds the model, those build nothing")
+    return Path(str(path))
+
+
 def validate(cfg: DictConfig) -> None:
-    if render_mode(cfg):
+    if refit_path(cfg) is not None:
+        check_kind(str(cfg.get("model_kind", "logistic")))
+        check_examples(refit_path(cfg))
+    elif render_mode(cfg):
         catalogue = Path(cfg.results_dir) / "catalogue"
         if not (catalogue / "catalogue.parquet").is_file():
             raise ConfigError(f"no catalogue under {catalogue} (no catalogue.parquet): build it from the runs first "
@@ -72,6 +87,16 @@ def validate(cfg: DictConfig) -> None:
 
 @hydra.main(config_path=str(CONF_DIR), config_name="catalogue", version_base=None)
 def app(cfg: DictConfig) -> None:
+    examples = refit_path(cfg)
+    if examples is not None:
+        print(f"refitting the diagnosis model on {examples} (no run is read)", flush=True)
+        for path in refit(Path(cfg.results_dir), examples, str(cfg.get("model_kind", "logistic")),
+                          bool(cfg.get("left_out", True))).values():
+            print(f"wrote {path}")
+        if publish_mode(cfg):
+            for path in publish(Path(cfg.results_dir)):
+                print(f"published {path}")
+        return
     if render_mode(cfg):
         for path in render(Path(cfg.results_dir)).values():
             print(f"wrote {path}")
