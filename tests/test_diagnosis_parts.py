@@ -162,9 +162,14 @@ def test_a_setting_no_training_run_had_is_evidence_with_measured_rates():
     assert set(ranges.items) == {"setting_below:gamma", "setting_below:lr"}
     # the range of lr is taken over every log where lr was not the bug: healthy and the other faults
     assert ranges.low["lr"] == pytest.approx(rows.loc[labels != "lr_too_low", "cfg:lr"].min())
-    rates = evidence.rates(seen, labels)
+    rates = ranges.pool(evidence.rates(seen, labels))
     assert rates["setting_below:gamma"]["wrong_gamma"] == (20, 40)                  # out of fold
-    assert rates["setting_below:gamma"][HEALTHY][0] == 0
+    fired, logs = rates["setting_below:gamma"][HEALTHY]
+    assert logs == 200 and fired <= 2                  # pooled over healthy, entropy_sign_flip, lr_too_low
+    # evidence for the faults that change the setting; every other class fires at one pooled rate
+    assert ranges.owners["gamma"] == ("wrong_gamma",) and ranges.owners["lr"] == ("lr_too_low",)
+    assert rates["setting_below:gamma"][HEALTHY] == rates["setting_below:gamma"]["entropy_sign_flip"] \
+        == rates["setting_below:gamma"]["lr_too_low"]
     user = pd.DataFrame([{"cfg:gamma": 0.5, "cfg:lr": 3e-4}, {"cfg:gamma": 0.99, "cfg:lr": 3e-4}, {}])
     observed = ranges.observe(user)
     assert observed["ev:setting_below:gamma"].tolist()[:2] == [1.0, 0.0]
@@ -174,6 +179,19 @@ def test_a_setting_no_training_run_had_is_evidence_with_measured_rates():
     probs = pd.Series({HEALTHY: 0.8, "wrong_gamma": 0.1, "entropy_sign_flip": 0.05, "lr_too_low": 0.05})
     after = evidence.combine(probs, {"setting_below:gamma": True}, evidence.rates(seen, labels))
     assert after.idxmax() == "wrong_gamma" and after["wrong_gamma"] > 0.8 and after[HEALTHY] < 0.1
+
+
+def test_a_setting_outside_the_range_on_a_few_logs_of_an_unrelated_fault_is_no_evidence():
+    """Out of fold, a few logs of a fault that does not change ent_coef fall above the other folds'
+    range: the item has no owner that fires, so it is dropped (it would have pointed at that fault)."""
+    rows, labels = _settings_examples()
+    odd = np.flatnonzero(labels == "lr_too_low")[:4]
+    rows.loc[odd, "cfg:ent_coef"] = 0.05
+    folds = [(np.flatnonzero(np.arange(len(rows)) % 3 != k), np.flatnonzero(np.arange(len(rows)) % 3 == k))
+             for k in range(3)]
+    settings = {"wrong_gamma": ("gamma",), "entropy_sign_flip": ("ent_coef",), "lr_too_low": ("lr",)}
+    ranges, _ = evidence.setting_evidence(rows, labels, "ppo", settings, folds)
+    assert "setting_above:ent_coef" not in ranges.items and "setting_below:gamma" in ranges.items
 
 
 def test_sized_settings_are_never_setting_evidence():

@@ -271,8 +271,9 @@ SIZED: dict[str, tuple[str, ...]] = {
     "grpo": ("lr", "n_prompts", "n_minibatches", "max_new_tokens", "n_layers", "d_model", "n_heads", "d_ff",
              "hidden", "warmup_updates"),
 }
-SEPARATES = 1e-3           # an item is kept when it fires more often on some fault than on healthy logs at this
-                           # p-value (one-sided Fisher exact test, out of fold): else its rates are noise
+SEPARATES = 1e-5           # an item is kept when it fires more often on a fault that changes its setting than
+                           # elsewhere at this p-value (one-sided Fisher exact test, out of fold): about 20 items
+                           # per view, 7 views a build, so the chance that noise passes anywhere stays < 0.2%
 
 
 def setting_item(key: str, side: str) -> str:
@@ -293,15 +294,17 @@ class SettingRanges:
     bug is evidence. The range of each setting (``cfg:<key>``) is taken over the training logs that carry
     the configuration and are healthy or have a fault that does not change that setting (its
     ``settings_to_check``): the sampling space of users' configurations, as wide as the dataset draws it.
-    Kept are the items (``setting_below:<key>``, ``setting_above:<key>``) that fire more often on some
-    fault than on healthy logs, significantly (:data:`SEPARATES`; an item that never fires, or fires
-    on a few logs of any class, has rates that say nothing). Which fault an item points to is not
-    decreed: its rates per class are measured like every other item's (out of fold, so a healthy
-    configuration outside the other logs' range counts)."""
+    An item (``setting_below:<key>``, ``setting_above:<key>``) is evidence for the faults that change
+    the setting (its *owners*); on every other class (healthy included) it fires at one pooled rate,
+    that of the logs where the setting was not the bug, so a few logs of an unrelated fault that
+    happen to fall outside the range point to nothing. An item is kept when it fires more often on
+    an owner than at that pooled rate (:data:`SEPARATES`); its rates are measured out of fold (a
+    configuration outside the other folds' range counts) and used like every other item's."""
 
     low: dict[str, float] = field(default_factory=dict)
     high: dict[str, float] = field(default_factory=dict)
     items: tuple[str, ...] = ()
+    owners: dict[str, tuple[str, ...]] = field(default_factory=dict)     # key -> the faults that change it
 
     @staticmethod
     def keys(columns: Sequence[str], algo: str) -> list[str]:
@@ -313,17 +316,19 @@ class SettingRanges:
     def fit(cls, rows: pd.DataFrame, labels: np.ndarray, algo: str, settings: Mapping[str, Sequence[str]],
             items: Sequence[str] | None = None) -> SettingRanges:
         """The range of every setting over the logs of ``rows`` where it was not the bug (healthy, or a
-        fault whose ``settings`` do not name it); ``items``: the items kept (default every one)."""
+        fault whose ``settings`` do not name it); ``items``: the items kept (default every one with an
+        owner)."""
         labels = np.asarray(labels)
-        low, high = {}, {}
+        low, high, owners = {}, {}, {}
         for key in cls.keys(rows.columns, algo):
             reference = np.array([lab == HEALTHY or key not in settings.get(lab, ()) for lab in labels], dtype=bool)
             values = pd.to_numeric(rows.loc[reference, f"cfg:{key}"], errors="coerce").to_numpy(dtype=float)
             values = values[np.isfinite(values)]
-            if len(values):
-                low[key], high[key] = float(values.min()), float(values.max())
+            mine = tuple(sorted(f for f, names in settings.items() if key in names))
+            if len(values) and mine:
+                low[key], high[key], owners[key] = float(values.min()), float(values.max()), mine
         every = tuple(setting_item(k, side) for k in low for side in ("below", "above"))
-        return cls(low, high, every if items is None else tuple(i for i in every if i in set(items)))
+        return cls(low, high, every if items is None else tuple(i for i in every if i in set(items)), owners)
 
     def side(self, key: str, value: float) -> str | None:
         """Where ``value`` lies against the range of ``key``: "below", "above" or None (inside)."""
@@ -342,19 +347,43 @@ class SettingRanges:
             out[f"ev:{item}"] = [np.nan if not math.isfinite(v) else float(self.side(key, v) == side) for v in values]
         return pd.DataFrame(out, index=rows.index, dtype=float)
 
+    def pool(self, table: Rates, items: Sequence[str] | None = None) -> Rates:
+        """``table`` with each setting item's counts on the classes that are not its owners (healthy
+        included) replaced by their pooled counts (``items``: default the kept ones)."""
+        out = dict(table)
+        for item in self.items if items is None else items:
+            per = table.get(item)
+            if not per:
+                continue
+            owners = set(self.owners.get(setting_key(item)[0], ()))
+            rest = [c for c in per if c not in owners]
+            pooled = (sum(per[c][0] for c in rest), sum(per[c][1] for c in rest))
+            out[item] = {c: (per[c] if c in owners else pooled) for c in per}
+        return out
+
+    def separates(self, item: str, per: Mapping[str, tuple[int, int]], alpha: float = SEPARATES) -> bool:
+        """Whether an item's pooled counts show it firing more often on one of its owners than where the
+        setting was not the bug: one-sided Fisher exact p-value below ``alpha``."""
+        owners = set(self.owners.get(setting_key(item)[0], ()))
+        rest = [c for c in per if c not in owners]
+        k0, n0 = sum(per[c][0] for c in rest), sum(per[c][1] for c in rest)
+        return n0 > 0 and any(n > 0 and k / n > k0 / n0 and fisher_greater(k, n, k0, n0) < alpha
+                              for label, (k, n) in per.items() if label in owners)
+
     def describe(self, item: str, value: float | None = None) -> str:
         key, side = setting_key(item)
         shown = f" ({value:.4g})" if value is not None and math.isfinite(value) else ""
         return (f"the configured {key}{shown} is {side} the range of every training log of this view where "
-                f"{key} was not the bug ({self.low[key]:.4g} .. {self.high[key]:.4g})")
+                f"{key} was not the bug ({self.low[key]:.4g} .. {self.high[key]:.4g}; evidence for "
+                f"{', '.join(self.owners[key])})")
 
 
 def setting_evidence(rows: pd.DataFrame, labels: np.ndarray, algo: str, settings: Mapping[str, Sequence[str]],
                      folds: Sequence[tuple[np.ndarray, np.ndarray]]) -> tuple[SettingRanges, pd.DataFrame]:
     """The fitted setting ranges of ``rows`` (every row) and each row's setting items observed out of
     fold: with the ranges of the other ``folds`` (split by run), so a configuration that no other run
-    had fires as it would on a user's log. Only items that separate some fault from healthy
-    (:func:`separates`) are kept."""
+    had fires as it would on a user's log. Only items that separate an owner from the rest
+    (:meth:`SettingRanges.separates`) are kept."""
     labels = np.asarray(labels)
     whole = SettingRanges.fit(rows, labels, algo, settings)
     observed = pd.DataFrame(np.nan, index=rows.index, columns=[f"ev:{i}" for i in whole.items])
@@ -363,13 +392,5 @@ def setting_evidence(rows: pd.DataFrame, labels: np.ndarray, algo: str, settings
         seen = part.observe(rows.iloc[test])
         observed.loc[seen.index, seen.columns] = seen.to_numpy()
     counted = rates(observed, labels)
-    kept = [c.removeprefix("ev:") for c in observed.columns if separates(counted[c.removeprefix("ev:")])]
+    kept = [i for i in whole.items if whole.separates(i, counted[i])]
     return SettingRanges.fit(rows, labels, algo, settings, items=kept), observed[[f"ev:{i}" for i in kept]]
-
-
-def separates(per: Mapping[str, tuple[int, int]], alpha: float = SEPARATES) -> bool:
-    """Whether an item's counts (class -> (fired, evaluable)) show it firing more often on some fault
-    than on healthy logs: one-sided Fisher exact p-value below ``alpha``."""
-    k_h, n_h = per.get(HEALTHY, (0, 0))
-    return n_h > 0 and any(n > 0 and k / n > k_h / n_h and fisher_greater(k, n, k_h, n_h) < alpha
-                           for label, (k, n) in per.items() if label != HEALTHY)

@@ -375,9 +375,10 @@ def folds(labels: np.ndarray, groups: np.ndarray) -> list[tuple[np.ndarray, np.n
 
 
 def out_of_fold(kind: str, seed: int, X: np.ndarray, labels: np.ndarray, cv: list[tuple[np.ndarray, np.ndarray]],
-                observed: pd.DataFrame) -> pd.DataFrame:
+                observed: pd.DataFrame, ranges: evidence.SettingRanges) -> pd.DataFrame:
     """Each training log's probabilities from a model (and evidence rates) fitted without its run
-    (the folds ``cv``), after the evidence (``observed``: the fitted items already out of fold)."""
+    (the folds ``cv``), after the evidence (``observed``: the fitted items already out of fold, their
+    rates pooled by ``ranges``)."""
     order = np.unique(labels)
     with warnings.catch_warnings():      # a rare class missing from a fold gets probability 0 there
         warnings.filterwarnings("ignore", message="Number of classes in training fold")
@@ -385,7 +386,7 @@ def out_of_fold(kind: str, seed: int, X: np.ndarray, labels: np.ndarray, cv: lis
                                                method="predict_proba"), columns=order)
     combined = probs.copy()
     for train, test in cv:
-        rates = evidence.rates(observed.iloc[train], labels[train])
+        rates = ranges.pool(evidence.rates(observed.iloc[train], labels[train]))
         combined.iloc[test] = evidence.combine_frame(probs.iloc[test], observed.iloc[test], rates).to_numpy()
     return combined
 
@@ -415,10 +416,10 @@ def fit(examples: pd.DataFrame, algo: str, view: str, seed: int = 0, kind: str =
     estimator = make_estimator(kind, seed=seed)
     with threadpool_limits(1):       # fits run in parallel processes: one thread each
         estimator.fit(X, labels)
-        oof = out_of_fold(kind, seed, X, labels, cv, observed) if cv is not None else None
+        oof = out_of_fold(kind, seed, X, labels, cv, observed, ranges) if cv is not None else None
     faults = sorted(c for c in np.unique(labels) if c != HEALTHY)
     model = DiagnosisModel(algo=algo, view=view, columns=columns, classes=list(estimator.classes_),
-                           estimator=estimator, rates=evidence.rates(observed, labels), ranges=ranges,
+                           estimator=estimator, rates=ranges.pool(evidence.rates(observed, labels)), ranges=ranges,
                            settings={f: tuple(s) for f, s in (settings or {}).items() if f in faults},
                            info={"n_examples": len(data), "n_runs": data["run_id"].nunique(),
                                  "classes": {str(k): int(v) for k, v in counts.items()},
