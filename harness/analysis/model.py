@@ -294,9 +294,15 @@ class DiagnosisModel:
                 continue
             per = self.rates.get(name, {})
             setting = evidence.setting_key(name)
-            text = (self.ranges.describe(name, (row or {}).get(f"cfg:{setting[0]}")) if setting
-                    else evidence.EVIDENCE[name].description)
-            out[name] = {"description": text, "rates": {c: list(per.get(c, (0, 0))) for c in shown}}
+            if setting:          # its owners' rates, and the pooled rate of every other class
+                owners = self.ranges.owners.get(setting[0], ())
+                rates = {**{c: list(per.get(c, (0, 0))) for c in owners},
+                         "elsewhere": list(per.get(HEALTHY, (0, 0)))}
+                out[name] = {"description": self.ranges.describe(name, (row or {}).get(f"cfg:{setting[0]}")),
+                             "rates": rates}
+                continue
+            out[name] = {"description": evidence.EVIDENCE[name].description,
+                         "rates": {c: list(per.get(c, (0, 0))) for c in shown}}
         return out
 
     def unlike_training(self, rows: pd.DataFrame) -> list[dict[str, str]]:
