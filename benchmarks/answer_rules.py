@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 MEASURES = ("auroc", "healthy_called_healthy", "tpr", "top1", "class_level")
 
 
-def scored(examples, algo: str, view: str, split: int, invisible: str) -> dict:
+def scored(examples, algo: str, view: str, split: int, invisible: str, settings: dict) -> dict:
     """One view's held-out scores on one split with the invisibility share ``invisible``."""
     from harness.analysis import identifiability
     from harness.analysis.model import LOGISTIC_C
@@ -38,7 +38,7 @@ def scored(examples, algo: str, view: str, split: int, invisible: str) -> dict:
     identifiability.INVISIBLE = 2.0 if invisible == "never" else float(invisible)    # > 1: no fault is folded
     try:
         protocol = protocols(data, algo, seed=split, left_out=False)[0]
-        rows = run_protocol(data, algo, view, protocol, kind=f"logistic:{LOGISTIC_C}")
+        rows = run_protocol(data, algo, view, protocol, kind=f"logistic:{LOGISTIC_C}", settings=settings)
     finally:
         identifiability.INVISIBLE = default
     mine = next(r for r in rows if r["detector"] == "diagnosis")
@@ -49,7 +49,7 @@ def main() -> None:
     import pandas as pd
     from joblib import Parallel, delayed
 
-    from benchmarks.model_examples import arguments, load_examples
+    from benchmarks.model_examples import arguments, load_examples, load_settings
     from harness.analysis.examples import VIEWS
 
     parser = arguments(__doc__.split("\n")[0])
@@ -61,9 +61,10 @@ def main() -> None:
         if v != "never" and not 0 < float(v) <= 1:
             parser.error(f"--invisible {v}: a share in (0, 1] or never")
     examples = load_examples(args.results, args.jobs)
+    settings = load_settings(args.results, sorted(examples["run_id"].unique()))
     jobs = [(algo, view, split, v) for algo, views in VIEWS.items() for view in views
             for split in range(args.splits) for v in values]
-    rows = pd.DataFrame(Parallel(n_jobs=args.jobs)(delayed(scored)(examples, *j) for j in jobs))
+    rows = pd.DataFrame(Parallel(n_jobs=args.jobs)(delayed(scored)(examples, *j, settings) for j in jobs))
     per_view = rows.groupby(["algo", "view", "invisible"], sort=False)[list(MEASURES)].mean().round(4)
     overall = rows.groupby("invisible", sort=False)[list(MEASURES)].mean().round(4)
     print(per_view.to_string())

@@ -14,7 +14,9 @@ families (:mod:`harness.analysis.features`):
 - ``config-relative``: how the log relates to the configuration (``rel:*``);
 - ``windows``: the head / middle / tail windows and the trend (``:head``, ``:mid``, ``:tail``, ``:trend``);
 - ``signatures``: every signature's statistic (``sig:*``);
-- ``config``: the configured hyperparameters themselves (``cfg:*``).
+- ``config``: the configured hyperparameters themselves (``cfg:*``);
+- ``setting evidence``: the fitted evidence items of a configured setting outside every training log's
+  range where it was not the bug (the features stay; no fault owns a setting, so no item is kept).
 
 Nothing here looks at the real-framework test logs. ``--record`` writes
 benchmarks/results/feature_families.json.
@@ -38,6 +40,7 @@ FAMILIES = {
     "windows": lambda c: c.endswith((":head", ":mid", ":tail", ":trend", ":log_head", ":log_tail")),
     "signatures": lambda c: c.startswith("sig:"),
     "config": lambda c: c.startswith("cfg:"),
+    "setting evidence": lambda c: False,
 }
 REPORTED = ("auroc", "healthy_called_healthy", "tpr", "top1", "class_level")
 
@@ -45,7 +48,7 @@ REPORTED = ("auroc", "healthy_called_healthy", "tpr", "top1", "class_level")
 def main() -> None:
     from joblib import Parallel, delayed
 
-    from benchmarks.model_examples import arguments, load_examples
+    from benchmarks.model_examples import arguments, load_examples, load_settings
     from harness.analysis.examples import VIEWS, feature_columns
     from harness.analysis.protocols import protocols, run_protocol
 
@@ -54,6 +57,7 @@ def main() -> None:
     args = parser.parse_args()
     start = time.perf_counter()
     examples = load_examples(args.results, args.jobs)
+    settings = load_settings(args.results, sorted(examples["run_id"].unique()))
     diverse = examples.loc[examples["testable"], "run_id"].unique()
     columns = feature_columns(examples)
     held_out = {algo: protocols(examples, algo, left_out=False)[0] for algo in VIEWS}
@@ -63,7 +67,8 @@ def main() -> None:
         if family != "all":
             dropped = [c for c in columns if FAMILIES[family](c)]
             data = examples.drop(columns=dropped)
-        rows = run_protocol(data, algo, view, held_out[algo], kind=args.kind)
+        rows = run_protocol(data, algo, view, held_out[algo], kind=args.kind,
+                            settings={} if family == "setting evidence" else settings)
         mine = None if rows is None else next(r for r in rows if r["detector"] == "diagnosis")
         return None if mine is None else {"family_left_out": family, "algo": algo, "view": view,
                                           **{k: mine[k] for k in REPORTED}}

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.analysis.examples import training_examples
+from harness.analysis.examples import fault_settings, training_examples
 from harness.analysis.runs import RunSet
 from harness.catalogue.protocol import extra_training_runs
+from harness.store import RunStore
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -39,3 +40,11 @@ def load_examples(results: str | Path, jobs: int) -> pd.DataFrame:
     print(f"examples: {len(examples)} from {len(diverse)} diverse + {len(extra)} catalogue runs "
           f"in {time.perf_counter() - start:.0f} s")
     return examples
+
+
+def load_settings(results: str | Path, run_ids: list[str] | None = None) -> dict[str, tuple[str, ...]]:
+    """What to check per fault (the settings each fault changes, which make the fitted setting evidence
+    evidence for it), from the stored runs as ``python -m harness.catalogue`` derives them."""
+    store = RunStore(Path(results))
+    metas = store.iter_metas() if run_ids is None else (store.load_meta(r) for r in run_ids)
+    return fault_settings([m for m in metas if m is not None])

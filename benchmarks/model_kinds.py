@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 def main() -> None:
     from joblib import Parallel, delayed
 
-    from benchmarks.model_examples import arguments, load_examples
+    from benchmarks.model_examples import arguments, load_examples, load_settings
     from harness.analysis.examples import VIEWS
     from harness.analysis.model import check_kind
     from harness.analysis.protocols import protocols, run_protocol
@@ -36,13 +36,14 @@ def main() -> None:
     parser.add_argument("--kinds", default="logistic:0.03,logistic:0.1,logistic:0.5,boosting,extratrees")
     args = parser.parse_args()
     examples = load_examples(args.results, args.jobs)
+    settings = load_settings(args.results, sorted(examples["run_id"].unique()))
     diverse = examples.loc[examples["testable"], "run_id"].unique()
     extra = examples.loc[~examples["testable"], "run_id"].unique()
     kinds = [check_kind(k) for k in args.kinds.split(",") if k]
 
     def one(kind: str, algo: str, view: str, protocol):
         t = time.perf_counter()
-        out = run_protocol(examples, algo, view, protocol, kind=kind)
+        out = run_protocol(examples, algo, view, protocol, kind=kind, settings=settings)
         mine = None if out is None else next(r for r in out if r["detector"] == "diagnosis")
         return None if mine is None else {**{k: v for k, v in mine.items() if k != "per_class"},
                                           "fit_s": round(time.perf_counter() - t, 1)}
