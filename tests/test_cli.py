@@ -152,7 +152,7 @@ def _no_check(cfg) -> None:
     (["run=all", "out=o", "profile=tlr"], "export", "unknown profile 'tlr'; did you mean trl? valid choices:"),
     (["detector=fokl"], "evaluate", "unknown detector 'fokl'; did you mean folk? valid choices: config_aware, folk, learned"),
     (["seeed=1"], "config", "Could not override 'seeed': no such key; did you mean seed? valid keys: "),
-    (["algo.clip_rnge=0.1"], "config", "Could not override 'algo.clip_rnge': no such key; did you mean algo.clip_range? valid keys: anneal_lr,"),
+    (["algo.clip_rnge=0.1"], "config", "Could not override 'algo.clip_rnge': no such key; did you mean algo.clip_range? valid keys: anneal_clip, anneal_lr,"),
     (["env.total_timestep=5"], "config", "Could not override 'env.total_timestep': no such key; did you mean env.total_timesteps?"),
     (["fault=shared_policy", "fault.onsett=3"], "config", "Could not override 'fault.onsett': no such key; did you mean fault.onset? valid keys: onset"),
     (["-m", "seed=0,1", "fault.onsetx=1,2"], "config", "Could not override 'fault.onsetx': no such key; did you mean fault.onset?"),
@@ -176,7 +176,7 @@ def test_did_you_mean_in_the_python_api_and_the_library():
         make_experiment(["fault=tiny_clip", "+fault.clip_rang=0.1"])
     with pytest.raises(ConfigError, match=r"did you mean fault.onset\?"):
         build_fault({"_target_": "faults.tiny_clip.TinyClip", "onsett": 1})
-    with pytest.raises(ConfigError, match=r"unknown key algo.lrr; did you mean algo.lr\? valid keys: anneal_lr"):
+    with pytest.raises(ConfigError, match=r"unknown key algo.lrr; did you mean algo.lr\? valid keys: anneal_clip, anneal_lr"):
         make_experiment(["+algo.lrr=0.1"])
     with pytest.raises(ConfigError, match=r"unknown profile 'sb33'; did you mean sb3\? valid choices: auto, canonical"):
         load_profile("sb33")

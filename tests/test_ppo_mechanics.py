@@ -16,6 +16,7 @@ import torch
 from faults import FAULTS
 from harness.pipeline.sweep import Setup, plan
 from harness.pipeline.train import effective_hyperparams, trainer, user_config
+from harness.store import run_id
 from harness.store import RunStore
 from tests.helpers import SHORT, make_experiment, train
 
@@ -268,6 +269,26 @@ def test_warmup_and_annealing_set_each_updates_learning_rate(backend):
     rows, _ = run(["fault=none", "algo.warmup_updates=2", "algo.anneal_lr=true", f"backend={backend}", *FIXED])
     assert [r["lr"] for r in rows] == pytest.approx([1e-3 * 0.5 * 1, 1e-3 * 1 * (1 - 1 / 3), 1e-3 * (1 - 2 / 3)])
     assert all(s["lr"] == r["lr"] for r in rows for s in r["steps"])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_clip_range_annealing_sets_each_updates_clip_range_and_the_clipping(backend):
+    """rl-zoo3's lin_0.2: the clip range (the fault's, when it sets one) decays as the learning rate
+    anneals; the surrogate clips at it (the logged clip fraction is measured against it)."""
+    rows, _ = run(["fault=none", "algo.anneal_clip=true", "algo.clip_range=0.3", f"backend={backend}", *FIXED])
+    assert [r["clip_range"] for r in rows] == pytest.approx([0.3, 0.3 * (1 - 1 / 3), 0.3 * (1 - 2 / 3)])
+    assert all(s["clip_range"] == r["clip_range"] for r in rows for s in r["steps"])
+    tiny, _ = run(["fault=tiny_clip", "fault.clip_range=0.01", "algo.anneal_clip=true", f"backend={backend}", *FIXED])
+    assert [r["clip_range"] for r in tiny] == pytest.approx([0.01, 0.01 * (1 - 1 / 3), 0.01 * (1 - 2 / 3)])
+    fixed, _ = run(["fault=none", "algo.clip_range=0.3", f"backend={backend}", *FIXED])
+    assert [r["clip_range"] for r in fixed] == pytest.approx([0.3] * 3)
+
+
+def test_clip_range_annealing_off_keeps_the_run_ids_stored_before_it():
+    """anneal_clip was added after runs were stored: off (its default), it is not part of a run's identity."""
+    off, on = (make_experiment(["fault=none", f"algo.anneal_clip={v}"]) for v in ("false", "true"))
+    assert "anneal_clip" not in off.key()["algo"] and on.key()["algo"]["anneal_clip"] is True
+    assert run_id(off.key()) != run_id(on.key())
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

@@ -4,6 +4,8 @@ cannot hold)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -102,6 +104,22 @@ def test_examples_carry_only_the_configuration_a_framework_log_carries(sb3_run, 
     assert framework_config("canonical", "ppo", configured) == configured
     examples = pd.DataFrame(run_examples(root, rid, views=["sb3", "cleanrl"]))
     assert examples.loc[examples["with_config"], "cfg:anneal_lr"].isna().all()
+
+
+def test_the_sb3_view_carries_no_setting_sb3_saves_as_a_schedule():
+    """SB3's zip holds an annealed learning rate or clip range (rl-zoo3's lin_1e-3, lin_0.2) as a
+    pickled schedule, which diagnose does not read: the SB3 view of such a run carries neither, while
+    the CleanRL view (its args text holds learning_rate and anneal_lr) and the canonical one keep them."""
+    base = visible_config("ppo", dataclasses.asdict(make_experiment(["fault=none"]).algo))
+    assert {"lr", "clip_range"} <= set(framework_config("sb3", "ppo", base))
+    zoo = {**base, "anneal_lr": True, "anneal_clip": True}
+    sb3 = framework_config("sb3", "ppo", zoo)
+    assert "lr" not in sb3 and "clip_range" not in sb3 and {"n_epochs", "gamma"} <= set(sb3)
+    assert "clip_range" not in framework_config("sb3", "ppo", {**base, "anneal_clip": True}) \
+        and "lr" in framework_config("sb3", "ppo", {**base, "anneal_clip": True})
+    assert "lr" not in framework_config("sb3", "ppo", {**base, "warmup_updates": 3})
+    assert "lr" in framework_config("cleanrl", "ppo", zoo)
+    assert framework_config("canonical", "ppo", zoo) == zoo
 
 
 def test_a_too_strict_target_kl_shows_in_the_cleanrl_and_sb3_views(tmp_path):

@@ -357,6 +357,10 @@ def ppo_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batch: 
 def begin_update(fault: Any, cfg: Any, update: int, n_updates: int) -> tuple[Hooks, Any]:
     """The hooks and hyperparameters in force for update ``update`` of ``n_updates`` (the fault's,
     from its onset), with ``lr`` the scheduled learning rate (``cfg.lr_at``: warmup, annealing or
-    decay; the scheduled-lr hook). Every native trainer and SB3 start each update with it."""
+    decay; the scheduled-lr hook) and, for PPO with ``anneal_clip``, the scheduled clip range
+    (``cfg.clip_at``). Every native trainer and SB3 start each update with it."""
     hooks, hp = fault.begin_update(update, cfg)
-    return hooks, dataclasses.replace(hp, lr=hooks.scheduled_lr(hp, update, n_updates))
+    hp = dataclasses.replace(hp, lr=hooks.scheduled_lr(hp, update, n_updates))
+    if getattr(cfg, "anneal_clip", False):    # PPO's clip-range schedule (GRPO has none)
+        hp = dataclasses.replace(hp, clip_range=cfg.clip_at(hp.clip_range, update, n_updates))
+    return hooks, hp

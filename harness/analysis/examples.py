@@ -55,8 +55,9 @@ EVIDENCE_PREFIX = "ev:"
 #: the configuration limited to what the framework's log carries; ev8: the eighth evidence item,
 #: kl_stops_every_update; cfg2: the configuration's clip_range_vf, a feature the models fitted before
 #: it ignore, and labels judged on the env's own returns; ev9: reward_function_exactly_zero; monitor: SB3's
-#: and CleanRL's logged returns inside the fault's reward wrappers on half the runs)
-EXAMPLES_VERSION = f"{FEATURE_VERSION}+views2+ev9+cfg2+learn3+monitor"
+#: and CleanRL's logged returns inside the fault's reward wrappers on half the runs; sched: SB3's view carries
+#: no lr / clip range of a run that schedules them, as SB3's zip holds a schedule there)
+EXAMPLES_VERSION = f"{FEATURE_VERSION}+views2+ev9+cfg2+learn3+monitor+sched"
 
 
 def _with_config(run_id: str, view: str, prefix: float) -> bool:
@@ -77,11 +78,13 @@ def _with_engine(run_id: str, fault: str) -> bool:
 def framework_config(view: str, algo: str, configured: Mapping[str, Any]) -> dict[str, Any]:
     """The part of a run's configuration a user's log of ``view``'s framework carries (what diagnose
     reads from it: the profile's hyperparameters and derived settings); the harness's own log
-    (a profile that maps none) carries all of it."""
+    (a profile that maps none) carries all of it. A setting the framework saves as a schedule when the
+    run schedules it (the profile's ``scheduled``: SB3's annealed lr or clip range) is not carried."""
     prof = load_profile(view)
     if not prof.hyperparameters:
         return dict(configured)
     keep = {setting_name(algo, name) for name in prof.hyperparameters.values()} | set(prof.derived)
+    keep -= {k for k, flags in prof.scheduled.items() if any(configured.get(f) for f in flags)}
     return {k: v for k, v in configured.items() if k in keep and v is not None}
 
 

@@ -51,6 +51,8 @@ class PPOConfig:
     grad_accum: int = MISSING        # microbatches per minibatch, gradients accumulated into one optimizer step
     clip_range_vf: float | None = None   # value clipping (SB3 clip_range_vf; CleanRL clip_vloss uses clip_coef):
                                      # the new value may move at most this far from the rollout's, in return units
+    anneal_clip: bool = False        # the clip range decays linearly to 0 over the run (rl-zoo3's lin_0.2 /
+                                     # lin_0.1 schedules, the PPO paper's Atari setting), as anneal_lr does
     # A healthy look-alike control shows a raw fault symptom by construction (one epoch and
     # one minibatch: ratio == 1 is correct there); variant names such a configuration.
     is_control: bool = False
@@ -61,10 +63,10 @@ class PPOConfig:
     VISIBLE: ClassVar[tuple[str, ...]] = (
         "num_envs", "n_steps", "n_epochs", "n_minibatches", "lr", "gamma", "gae_lambda", "clip_range",
         "ent_coef", "vf_coef", "max_grad_norm", "norm_adv", "hidden", "target_kl", "norm_obs", "norm_reward",
-        "anneal_lr", "warmup_updates", "grad_accum", "clip_range_vf")
+        "anneal_lr", "warmup_updates", "grad_accum", "clip_range_vf", "anneal_clip")
     #: fields added after runs were stored: left out of a run's identity (Experiment.key) at these
     #: values, so the runs stored before keep their ids
-    ADDED: ClassVar[dict[str, Any]] = {"clip_range_vf": None}
+    ADDED: ClassVar[dict[str, Any]] = {"clip_range_vf": None, "anneal_clip": False}
 
     # what the shared update core (harness/agents/core.py UpdateHP) reads and PPO has no setting for:
     # constants, not fields (the fields are a run's identity)
@@ -113,6 +115,15 @@ class PPOConfig:
         if self.anneal_lr:
             lr *= 1.0 - update / max(n_updates, 1)
         return lr
+
+    def clip_at(self, clip_range: float, update: int, n_updates: int) -> float:
+        """The clip range in force at update ``update`` (from 0) of ``n_updates``: ``clip_range`` (the
+        configured one, or the fault's) decayed as the learning rate anneals (frac = 1 - update /
+        n_updates) when ``anneal_clip``. SB3 evaluates a lin_<x> schedule after the rollout, one update
+        later in that count; the last update's clip range is then 0 instead of x / n_updates."""
+        if self.anneal_clip:
+            return clip_range * (1.0 - update / max(n_updates, 1))
+        return clip_range
 
 GRPO_SCALES = ("group", "batch", "none")
 GRPO_BASELINES = ("mean", "leave_one_out")

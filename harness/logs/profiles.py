@@ -54,6 +54,10 @@ class Profile:
     #: canonical metrics the framework logs only when a separate rollout engine generates (TRL:
     #: sampling/* with use_vllm=True); a view renders them for the runs it treats as such
     engine_metrics: tuple[str, ...] = ()
+    #: settings the framework saves as a schedule (a pickled function, not read) when any of the listed
+    #: harness settings is on: a log of such a run carries no value for them (SB3: an annealed lr or
+    #: clip range is a schedule in the model zip)
+    scheduled: dict[str, list[str]] = field(default_factory=dict)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Profile:
