@@ -16,8 +16,7 @@ import torch
 from faults import FAULTS
 from harness.pipeline.sweep import Setup, plan
 from harness.pipeline.train import effective_hyperparams, trainer, user_config
-from harness.store import run_id
-from harness.store import RunStore
+from harness.store import RunStore, run_id
 from tests.helpers import SHORT, make_experiment, train
 
 TOY = ["algo.num_envs=4", "algo.n_steps=32", "env.total_timesteps=384"]          # 3 updates of 128 steps
