@@ -82,7 +82,7 @@ def test_the_figures_quoted_in_docs_monitor_are_the_recorded_ones():
     recorded = json.loads((RESULTS.parent / "benchmarks" / "results" / "monitor_detection.json").read_text())
     pooled = {(r["group"], r["detector"]): r for r in recorded["pooled"]}
     groups = {"dataset PPO, mid-run onset": "dataset ppo, mid-run onset", "dataset GRPO, mid-run onset":
-              "dataset grpo, mid-run onset", "SB3 (real)": "sb3", "TRL script (real)": "trl (script)",
+              "dataset grpo, mid-run onset", "SB3 (real)": "sb3", "CleanRL (real)": "cleanrl", "TRL script (real)": "trl (script)",
               "TRL defaults (real)": "trl (defaults)"}
     text = (RESULTS.parent / "docs" / "monitor.md").read_text()
     table = text.split("<!-- monitor figures: from benchmarks/results/monitor_detection.md -->")[1].split("\n\n")[0]
