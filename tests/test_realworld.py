@@ -467,3 +467,27 @@ def test_evaluate_imports_no_harness_at_module_level() -> None:
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('harness', 'faults')))")
     out = subprocess.run([sys.executable, "-c", code], cwd=evaluate.REPO, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_probe_plans_healthy_runs_off_the_test_sets_grid() -> None:
+    from benchmarks.realworld import probe_runs
+
+    jobs = probe_runs.sb3_jobs([1, 2]) + probe_runs.cleanrl_jobs([1]) + probe_runs.trl_jobs([1])
+    assert len({j["name"] for j in jobs}) == len(jobs) and all(j["variant"] == "healthy" for j in jobs)
+    assert all(re.fullmatch(r"run-[0-9a-f]{10}", j["name"]) for j in jobs)     # opaque, as the test set's
+    lin = probe_runs.schedule("lin_0.2")
+    assert lin(1.0) == pytest.approx(0.2) and lin(0.0) == 0.0 and probe_runs.schedule(3e-4) == 3e-4
+
+
+def test_probe_sb3_run_anneals_as_rl_zoo3_does(tmp_path: Path) -> None:
+    """rl-zoo3's CartPole setting, shrunk: SB3 itself anneals the clip range and learning rate it logs."""
+    from benchmarks.realworld import probe_runs
+
+    job = next(j for j in probe_runs.sb3_jobs([1]) if j["env"] == "CartPole-v1")
+    job = {**job, "timesteps": 4 * 8 * 32, "spec": {**job["spec"], "ppo": {**job["spec"]["ppo"], "n_epochs": 2}}}
+    labels, failures, _ = run_jobs(probe_runs.SB3Probe(), [job], tmp_path, n_jobs=1)
+    assert not failures, failures[0]["error"]
+    (path, label), = labels.items()
+    assert label["hyperparameters"]["clip_range"] == "lin_0.2" and label["n_envs"] == 8
+    clip = pd.read_csv(tmp_path / path)["train/clip_range"].dropna().tolist()
+    assert len(clip) == 3 and clip == sorted(clip, reverse=True) and clip[-1] < 0.2

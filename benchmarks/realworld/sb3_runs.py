@@ -173,7 +173,7 @@ def build_env(env_id: str, spec: dict[str, Any], seed: int, classes: dict[str, A
                 return TransformReward(env, fn)
     if spec.get("trunc_as_term"):
         wrapper_class = classes["TimeLimitAsTermination"]
-    venv = make_vec_env(env_fn, n_envs=1, seed=seed, wrapper_class=wrapper_class)
+    venv = make_vec_env(env_fn, n_envs=spec.get("n_envs", 1), seed=seed, wrapper_class=wrapper_class)
     if spec.get("vecnorm_frozen"):
         venv = VecNormalize(venv, training=False)
     return venv

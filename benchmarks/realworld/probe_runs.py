@@ -1,0 +1,138 @@
+"""Healthy logs at settings the real-framework test set does not use: does "healthy" hold off its grid?
+
+    python benchmarks/realworld/probe_runs.py [--out results/realworld-probe] [--jobs 2]
+        [--cleanrl-dir ../cleanrl --python ../cleanrl-venv/bin/python] [--frameworks sb3 cleanrl trl]
+    python benchmarks/realworld/evaluate.py --root results/realworld-probe --out benchmarks/results/realworld_probe
+
+The test set (sb3_runs.py, cleanrl_runs.py, trl_runs.py) runs each framework at its defaults on a few
+envs. Users run other settings. This generator trains, with the same three generators' ``train``
+(the frameworks unmodified, no bug), healthy runs at settings found in the wild and absent from the
+test set's grid:
+
+- SB3's PPO with rl-zoo3's tuned hyperparameters (rl-zoo3 ``hyperparams/ppo.yml``): CartPole-v1
+  (8 envs x 32 steps, batch 256, 20 epochs, gae 0.8, gamma 0.98, learning rate and clip range
+  annealed linearly: ``lin_1e-3``, ``lin_0.2``), Pendulum-v1 with gSDE (4 x 1024, gamma 0.9, 10 epochs,
+  lr 1e-3, ``use_sde``, ``sde_sample_freq`` 4), LunarLander-v3 (16 x 1024, batch 64, 4 epochs, gae 0.98,
+  gamma 0.999, ent_coef 0.01);
+- CleanRL's ``ppo.py`` on Acrobot-v1 and ``ppo_continuous_action.py`` on HalfCheetah-v4, at their
+  defaults (the test set runs them on CartPole and InvertedPendulum);
+- TRL's GRPOTrainer from its defaults (this generator's tiny model and task, as trl_runs.py's
+  ``trl_defaults`` setting) with other loss types and schedules: ``grpo`` with beta 0.04 and a cosine
+  schedule after 15 warm-up steps; ``dr_grpo`` with ``scale_rewards="none"``; four iterations with
+  DAPO's clip-higher ``epsilon_high=0.28``.
+
+Every run is labelled healthy, in ``<out>/{sb3,cleanrl,trl}/labels.json`` as the generators write them,
+so evaluate.py scores them as it scores the test set (healthy called healthy; there is no faulty log
+here). Like the test set, nothing is fitted or tuned on these logs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from benchmarks.realworld import cleanrl_runs, sb3_runs, trl_runs
+from benchmarks.realworld.common import REPO, opaque_name, run_jobs
+
+SEEDS = [11, 12]
+
+# rl-zoo3 hyperparams/ppo.yml (schedules as "lin_<x>": built at run time, see sb3_job)
+SB3_SETTINGS: dict[str, tuple[str, int, dict[str, Any]]] = {
+    "rl-zoo3 CartPole-v1 (lr and clip range lin-annealed)": (
+        "CartPole-v1", 100_000, {"n_envs": 8, "ppo": {"n_steps": 32, "batch_size": 256, "gae_lambda": 0.8,
+                                                      "gamma": 0.98, "n_epochs": 20, "ent_coef": 0.0,
+                                                      "learning_rate": "lin_1e-3", "clip_range": "lin_0.2"}}),
+    "rl-zoo3 Pendulum-v1 (gSDE)": (
+        "Pendulum-v1", 100_000, {"n_envs": 4, "ppo": {"n_steps": 1024, "gae_lambda": 0.95, "gamma": 0.9,
+                                                      "n_epochs": 10, "ent_coef": 0.0, "learning_rate": 1e-3,
+                                                      "clip_range": 0.2, "use_sde": True, "sde_sample_freq": 4}}),
+    "rl-zoo3 LunarLander-v3": (
+        "LunarLander-v3", 200_000, {"n_envs": 16, "ppo": {"n_steps": 1024, "batch_size": 64, "gae_lambda": 0.98,
+                                                          "gamma": 0.999, "n_epochs": 4, "ent_coef": 0.01}}),
+}
+CLEANRL_SETTINGS: dict[str, tuple[str, str, int]] = {
+    "ppo.py on Acrobot-v1 at its defaults": ("ppo", "Acrobot-v1", 150_000),
+    "ppo_continuous_action.py on HalfCheetah-v4 at its defaults": ("ppo_continuous_action", "HalfCheetah-v4", 100_000),
+}
+TRL_SETTINGS: dict[str, dict[str, Any]] = {
+    "grpo loss, beta 0.04, cosine schedule after 15 warm-up steps": {
+        "learning_rate": 1e-4, "beta": 0.04, "loss_type": "grpo", "lr_scheduler_type": "cosine", "warmup_steps": 15},
+    "dr_grpo loss, scale_rewards none": {"learning_rate": 3e-4, "loss_type": "dr_grpo", "scale_rewards": "none"},
+    "4 iterations, clip-higher epsilon_high 0.28": {"learning_rate": 1e-4, "num_iterations": 4, "epsilon_high": 0.28},
+}
+
+
+def sb3_jobs(seeds: list[int]) -> list[dict[str, Any]]:
+    return [{"name": opaque_name("probe-sb3", how, json.dumps(spec, sort_keys=True), seed, steps), "env": env,
+             "variant": "healthy", "how": how, "seed": seed, "timesteps": steps, "spec": spec}
+            for how, (env, steps, spec) in SB3_SETTINGS.items() for seed in seeds]
+
+
+def cleanrl_jobs(seeds: list[int]) -> list[dict[str, Any]]:
+    jobs = []
+    for how, (script, env, steps) in CLEANRL_SETTINGS.items():
+        for seed in seeds:
+            args = ["--env-id", env, "--total-timesteps", str(steps), "--no-cuda", "--seed", str(seed)]
+            jobs.append({"name": opaque_name("probe-cleanrl", script, how, json.dumps(args)), "script": script,
+                         "env": env, "variant": "healthy", "how": how, "seed": seed, "args": args, "flags": {},
+                         "edits": [], "reward": None})
+    return jobs
+
+
+def trl_jobs(seeds: list[int]) -> list[dict[str, Any]]:
+    return [{"name": opaque_name("probe-trl", how, json.dumps(cfg, sort_keys=True), seed, trl_runs.MAX_STEPS),
+             "env": f"sort{trl_runs.N_DIGITS}", "variant": "healthy", "how": how, "seed": seed,
+             "rewards": ["correct", "format_reward"], "config": cfg, "patch": None, "max_steps": trl_runs.MAX_STEPS,
+             "setting": "trl_defaults"}
+            for how, cfg in TRL_SETTINGS.items() for seed in seeds]
+
+
+def schedule(value: Any) -> Any:
+    """rl-zoo3's "lin_<x>": SB3's LinearSchedule from x to 0 over the run; anything else as it is."""
+    if isinstance(value, str) and value.startswith("lin_"):
+        from stable_baselines3.common.utils import LinearSchedule
+        return LinearSchedule(float(value[4:]), 0.0, 1.0)
+    return value
+
+
+class SB3Probe:
+    """sb3_runs.train with rl-zoo3's schedules built and its env count (picklable, for worker processes)."""
+
+    def __call__(self, job: dict[str, Any], root: Path) -> dict[str, dict[str, Any]]:
+        spec = job["spec"]
+        ppo = {k: schedule(v) for k, v in spec["ppo"].items()}
+        out = sb3_runs.train({**job, "spec": {**spec, "ppo": ppo}}, root)
+        for label in out.values():            # the schedules, as rl-zoo3 writes them
+            label["hyperparameters"].update({k: v for k, v in spec["ppo"].items() if isinstance(v, str)})
+            label["n_envs"] = spec["n_envs"]
+        return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", type=Path, default=REPO / "results" / "realworld-probe")
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--seeds", type=int, nargs="+", default=SEEDS)
+    parser.add_argument("--frameworks", nargs="+", default=["sb3", "cleanrl", "trl"],
+                        choices=["sb3", "cleanrl", "trl"])
+    parser.add_argument("--cleanrl-dir", type=Path, default=cleanrl_runs.DEFAULT_CLEANRL_DIR)
+    parser.add_argument("--python", type=Path, default=cleanrl_runs.DEFAULT_PYTHON)
+    args = parser.parse_args()
+    plans = {"sb3": (sb3_jobs, SB3Probe()), "trl": (trl_jobs, trl_runs.train),
+             "cleanrl": (cleanrl_jobs, cleanrl_runs.Runner(args.cleanrl_dir, args.python))}
+    summary = {}
+    for framework in args.frameworks:
+        jobs, fn = plans[framework]
+        labels, failures, wall = run_jobs(fn, jobs(args.seeds), args.out / framework, args.jobs)
+        summary[framework] = {"runs": len(labels), "failed": len(failures), "wall_s": round(wall, 1)}
+    print(json.dumps(summary))
+
+
+if __name__ == "__main__":
+    main()
