@@ -1,6 +1,7 @@
 """Which faults the diagnosis folds into "healthy, or a fault this log cannot show": the rule scored out of sample.
 
-    python benchmarks/answer_rules.py [--results results] [--invisible 0.5,0.7,never] [--splits 5] [--jobs 2] [--record]
+    python benchmarks/answer_rules.py [--results results | --examples results/catalogue/model/examples.parquet]
+        [--invisible 0.5,0.7,never] [--splits 5] [--jobs 2] [--record]
 
 A fault whose training logs the model's out-of-fold answers take for healthy at least ``INVISIBLE``
 of the time (harness.analysis.identifiability) is one "this view cannot show": its probability counts
@@ -49,7 +50,7 @@ def main() -> None:
     import pandas as pd
     from joblib import Parallel, delayed
 
-    from benchmarks.model_examples import arguments, load_examples, load_settings
+    from benchmarks.model_examples import arguments, examples_and_settings
     from harness.analysis.examples import VIEWS
 
     parser = arguments(__doc__.split("\n")[0])
@@ -60,8 +61,7 @@ def main() -> None:
     for v in values:
         if v != "never" and not 0 < float(v) <= 1:
             parser.error(f"--invisible {v}: a share in (0, 1] or never")
-    examples = load_examples(args.results, args.jobs)
-    settings = load_settings(args.results, sorted(examples["run_id"].unique()))
+    examples, settings = examples_and_settings(args)
     jobs = [(algo, view, split, v) for algo, views in VIEWS.items() for view in views
             for split in range(args.splits) for v in values]
     rows = pd.DataFrame(Parallel(n_jobs=args.jobs)(delayed(scored)(examples, *j, settings) for j in jobs))

@@ -1,6 +1,7 @@
 """Each feature family's effect on the diagnosis, measured on held-out runs.
 
-    python benchmarks/feature_families.py [--results results] [--jobs 2] [--record]
+    python benchmarks/feature_families.py [--results results | --examples results/catalogue/model/examples.parquet]
+                                          [--jobs 2] [--record]
 
 Builds (or reads from the cache beside the published model) the diagnosis model's training examples
 exactly as ``python -m harness.catalogue`` does, then, for the "held-out runs" protocol (30% of the
@@ -48,7 +49,7 @@ REPORTED = ("auroc", "healthy_called_healthy", "tpr", "top1", "class_level")
 def main() -> None:
     from joblib import Parallel, delayed
 
-    from benchmarks.model_examples import arguments, load_examples, load_settings
+    from benchmarks.model_examples import arguments, examples_and_settings
     from harness.analysis.examples import VIEWS, feature_columns
     from harness.analysis.protocols import protocols, run_protocol
 
@@ -56,8 +57,7 @@ def main() -> None:
     parser.add_argument("--kind", default="logistic")
     args = parser.parse_args()
     start = time.perf_counter()
-    examples = load_examples(args.results, args.jobs)
-    settings = load_settings(args.results, sorted(examples["run_id"].unique()))
+    examples, settings = examples_and_settings(args)
     diverse = examples.loc[examples["testable"], "run_id"].unique()
     columns = feature_columns(examples)
     held_out = {algo: protocols(examples, algo, left_out=False)[0] for algo in VIEWS}
@@ -92,6 +92,7 @@ def main() -> None:
     if args.record:
         out = ROOT / "benchmarks" / "results" / "feature_families.json"
         out.write_text(json.dumps({"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "kind": args.kind,
+                                   "command": "python benchmarks/feature_families.py " + " ".join(sys.argv[1:]),
                                    "diverse_runs": len(diverse), "examples": len(examples),
                                    "mean_change_without": summary, "rows": rows}, indent=2, default=float) + "\n")
         print(f"recorded in {out}")

@@ -24,7 +24,32 @@ def arguments(description: str) -> argparse.ArgumentParser:
     parser.add_argument("--results", default=str(ROOT / "results"))
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--record", action="store_true")
+    parser.add_argument("--examples", default=None,
+                        help="a build's examples.parquet (with its model_card.json beside it) instead of the "
+                             "runs under --results, e.g. results/catalogue/model/examples.parquet: no run is read")
     return parser
+
+
+def examples_and_settings(args: argparse.Namespace) -> tuple[pd.DataFrame, dict[str, tuple[str, ...]]]:
+    """The training examples and the settings to check per fault: from ``--examples`` (a build's table
+    and the model card beside it, as ``python -m harness.catalogue refit=`` reads them), else rendered
+    from the runs under ``--results``."""
+    if args.examples:
+        import json
+
+        from harness.catalogue.build import check_examples
+
+        path = Path(args.examples)
+        check_examples(path)
+        examples = pd.read_parquet(path)
+        if "testable" not in examples:        # a build without the catalogue's runs: every run is a diverse one
+            examples = examples.assign(testable=True)
+        card = json.loads(path.with_name("model_card.json").read_text())
+        print(f"examples: {len(examples)} of {examples['run_id'].nunique()} runs from {path} "
+              f"(examples version {card.get('examples_version', 'not recorded')})")
+        return examples, {k: tuple(v) for k, v in card.get("settings", {}).items()}
+    examples = load_examples(args.results, args.jobs)
+    return examples, load_settings(args.results, sorted(examples["run_id"].unique()))
 
 
 def load_examples(results: str | Path, jobs: int) -> pd.DataFrame:

@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 def main() -> None:
     from joblib import Parallel, delayed
 
-    from benchmarks.model_examples import arguments, load_examples, load_settings
+    from benchmarks.model_examples import arguments, examples_and_settings
     from harness.analysis.examples import VIEWS
     from harness.analysis.model import check_kind
     from harness.analysis.protocols import protocols, run_protocol
@@ -35,8 +35,7 @@ def main() -> None:
     parser = arguments(__doc__.split("\n")[0])
     parser.add_argument("--kinds", default="logistic:0.03,logistic:0.1,logistic:0.5,boosting,extratrees")
     args = parser.parse_args()
-    examples = load_examples(args.results, args.jobs)
-    settings = load_settings(args.results, sorted(examples["run_id"].unique()))
+    examples, settings = examples_and_settings(args)
     diverse = examples.loc[examples["testable"], "run_id"].unique()
     extra = examples.loc[~examples["testable"], "run_id"].unique()
     kinds = [check_kind(k) for k in args.kinds.split(",") if k]
