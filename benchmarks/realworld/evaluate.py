@@ -575,16 +575,18 @@ def summarise(records: Sequence[dict[str, Any]], previous: dict[str, Any] | None
 
 
 # ---- the previous published figures ---------------------------------------------------------------------
-def previous_figures(revision: str) -> dict[str, Any] | None:
-    """The overall figures of ``benchmarks/results/realworld.json`` as committed at ``revision`` (read before
-    anything is overwritten), with where they come from; None when git has none."""
-    show = subprocess.run(["git", "show", f"{revision}:{PUBLISHED}"], cwd=REPO, capture_output=True, text=True)
+def previous_figures(revision: str, published: str = PUBLISHED) -> dict[str, Any] | None:
+    """The overall figures of ``published`` (the JSON this run writes, relative to the repository;
+    ``benchmarks/results/realworld.json`` by default) as committed at ``revision`` (read before anything
+    is overwritten), with where they come from; None when git has none (a set of logs other than the
+    test set, e.g. probe_runs.py's, is compared only with its own earlier figures)."""
+    show = subprocess.run(["git", "show", f"{revision}:{published}"], cwd=REPO, capture_output=True, text=True)
     sha = subprocess.run(["git", "rev-parse", "--short", revision], cwd=REPO, capture_output=True, text=True)
     if show.returncode != 0:
         return None
     old = json.loads(show.stdout)
     meta = old.get("meta", {})
-    return {"revision": revision, "revision_commit": sha.stdout.strip(), "file": PUBLISHED,
+    return {"revision": revision, "revision_commit": sha.stdout.strip(), "file": published,
             "date": meta.get("date"), "harness_commit": meta.get("commit"), "catalogue": meta.get("catalogue"),
             "logs": meta.get("logs"), "runs": meta.get("runs"), "overall": old.get("overall", {})}
 
@@ -682,7 +684,7 @@ def render(summary: dict[str, Any], meta: dict[str, Any]) -> str:
     lines += ["", "## What changed", ""]
     prev = meta.get("previous")
     if not prev:
-        lines.append("No previous figures (no published realworld.json at the revision compared with).")
+        lines.append("No previous figures (nothing published at this output's path at the revision compared with).")
     else:
         new_rows = [c["scope"] for c in summary["changes"] if c["healthy_called_healthy"]["before"] is None
                     and c["top1_all"]["before"] is None]
@@ -794,7 +796,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         summary = summarise(stored["logs"], stored["meta"].get("previous"))
         print(write(args.out, summary, stored["meta"], stored["logs"]))
         return
-    previous = previous_figures(args.previous)        # before anything is overwritten
+    out_json = args.out.with_suffix(".json").resolve()
+    published = out_json.relative_to(REPO).as_posix() if out_json.is_relative_to(REPO) else ""
+    previous = previous_figures(args.previous, published) if published else None   # before anything is overwritten
     todo = tasks(args.root, args.tensorboard, args.limit)
     if not todo:
         raise SystemExit(f"no labels.json of {', '.join(EXPECTED)} under {args.root}: run the generators first")
