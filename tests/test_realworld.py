@@ -491,3 +491,14 @@ def test_probe_sb3_run_anneals_as_rl_zoo3_does(tmp_path: Path) -> None:
     assert label["hyperparameters"]["clip_range"] == "lin_0.2" and label["n_envs"] == 8
     clip = pd.read_csv(tmp_path / path)["train/clip_range"].dropna().tolist()
     assert len(clip) == 3 and clip == sorted(clip, reverse=True) and clip[-1] < 0.2
+
+
+def test_a_set_other_than_the_test_set_says_its_own_account(tmp_path: Path) -> None:
+    """evaluate.py prints the test set's account of what was tuned unless the set's generator wrote its own."""
+    from benchmarks.realworld import probe_runs
+
+    assert evaluate.not_tuned(tmp_path) == evaluate.NOT_TUNED
+    (tmp_path / "about.json").write_text("not json")
+    assert evaluate.not_tuned(tmp_path) == evaluate.NOT_TUNED
+    (tmp_path / "about.json").write_text(json.dumps({"not_tuned": probe_runs.ABOUT}))
+    assert evaluate.not_tuned(tmp_path) == probe_runs.ABOUT and "anneal_clip" in probe_runs.ABOUT

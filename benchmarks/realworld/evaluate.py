@@ -574,6 +574,21 @@ def summarise(records: Sequence[dict[str, Any]], previous: dict[str, Any] | None
             "problems": [p for r in records for p in problems_of(r)]}
 
 
+def not_tuned(root: Path) -> str:
+    """What the report says of how these logs relate to the diagnosis' fitting: ``<root>/about.json``'s
+    "not_tuned" when a generator wrote one (a set other than the test set, e.g. probe_runs.py's), else
+    the test set's own account (NOT_TUNED)."""
+    about = root / "about.json"
+    if about.is_file():
+        try:
+            text = json.loads(about.read_text()).get("not_tuned")
+        except (ValueError, AttributeError):
+            text = None
+        if isinstance(text, str) and text.strip():
+            return text.strip()
+    return NOT_TUNED
+
+
 # ---- the previous published figures ---------------------------------------------------------------------
 def previous_figures(revision: str, published: str = PUBLISHED) -> dict[str, Any] | None:
     """The overall figures of ``published`` (the JSON this run writes, relative to the repository;
@@ -611,7 +626,7 @@ def render(summary: dict[str, Any], meta: dict[str, Any]) -> str:
              f"{v.get('stable_baselines3', '?')}, CleanRL (commit {', '.join(meta.get('cleanrl_commits') or ['?'])}) "
              f"and TRL {v.get('trl', '?')} themselves (benchmarks/realworld/README.md says how, and how each bug "
              "is introduced).", "",
-             f"**A test set.** {NOT_TUNED}", "",
+             f"**A test set.** {meta.get('not_tuned', NOT_TUNED)}", "",
              "Detection: AUROC of the anomaly score (the diagnosis' P(anomalous); 0/1 for the rules), healthy logs "
              "answered `healthy`, faulty logs called anomalous (any answer but `healthy` / `too_short`), and the "
              "share of faulty logs scored above the 90th percentile of the healthy logs' scores (TPR at 10% false "
@@ -694,7 +709,7 @@ def render(summary: dict[str, Any], meta: dict[str, Any]) -> str:
                   "time (compare the n columns: the sets have grown since); healthy called healthy and top-1 on all "
                   "faults are measured alike in both (the answer equals the label)"
                   + (f"; rows with no figure before: {', '.join(new_rows)}" if new_rows else "")
-                  + f". {NOT_TUNED}", "",
+                  + f". {meta.get('not_tuned', NOT_TUNED)}", "",
                   "| framework/log | healthy called healthy: before (n) | now (n) | change | top-1, all faults: "
                   "before (n) | now (n) | change | now: top-1, can show |", "|---|---|---|---|---|---|---|---|"]
         for c in summary["changes"]:
@@ -819,7 +834,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                                        if t["label"].get("cleanrl_commit")}),
             "known": sorted(known), "fault_names": FAULTS, "log_limits": {f"{k[0]}/{k[1]}": v for k, v in
                                                                           LOG_LIMITS.items()},
-            "skipped": skipped_dirs(args.root), "not_tuned": NOT_TUNED, "previous": previous}
+            "skipped": skipped_dirs(args.root), "not_tuned": not_tuned(args.root), "previous": previous}
     print(write(args.out, summary, meta, records))
 
 
