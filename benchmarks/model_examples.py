@@ -35,19 +35,14 @@ def examples_and_settings(args: argparse.Namespace) -> tuple[pd.DataFrame, dict[
     and the model card beside it, as ``python -m harness.catalogue refit=`` reads them), else rendered
     from the runs under ``--results``."""
     if args.examples:
-        import json
-
-        from harness.catalogue.build import check_examples
+        from harness.catalogue.build import read_examples
 
         path = Path(args.examples)
-        check_examples(path)
-        examples = pd.read_parquet(path)
+        examples, settings = read_examples(path)
         if "testable" not in examples:        # a build without the catalogue's runs: every run is a diverse one
             examples = examples.assign(testable=True)
-        card = json.loads(path.with_name("model_card.json").read_text())
-        print(f"examples: {len(examples)} of {examples['run_id'].nunique()} runs from {path} "
-              f"(examples version {card.get('examples_version', 'not recorded')})")
-        return examples, {k: tuple(v) for k, v in card.get("settings", {}).items()}
+        print(f"examples: {len(examples)} of {examples['run_id'].nunique()} runs from {path}")
+        return examples, settings
     examples = load_examples(args.results, args.jobs)
     return examples, load_settings(args.results, sorted(examples["run_id"].unique()))
 

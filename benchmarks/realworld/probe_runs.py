@@ -49,7 +49,7 @@ ABOUT = ("None of these logs was used for fitting or tuning the diagnosis: they 
          "algo.anneal_clip and the dataset's rl-zoo3 CartPole setup uses it from its next generation. Figures on "
          "these logs after that generation are not a clean test of that change.")
 
-# rl-zoo3 hyperparams/ppo.yml (schedules as "lin_<x>": built at run time, see sb3_job)
+# rl-zoo3 hyperparams/ppo.yml (schedules as "lin_<x>": built at run time by schedule(), in SB3Probe)
 SB3_SETTINGS: dict[str, tuple[str, int, dict[str, Any]]] = {
     "rl-zoo3 CartPole-v1 (lr and clip range lin-annealed)": (
         "CartPole-v1", 100_000, {"n_envs": 8, "ppo": {"n_steps": 32, "batch_size": 256, "gae_lambda": 0.8,

@@ -90,19 +90,24 @@ def check_examples(examples_path: Path) -> None:
                           "fault)")
 
 
+def read_examples(examples_path: Path) -> tuple[pd.DataFrame, dict[str, tuple[str, ...]]]:
+    """A build's table of training examples (checked by :func:`check_examples`) and the settings to
+    check per fault from the ``model_card.json`` beside it."""
+    check_examples(examples_path)
+    card = json.loads(examples_path.with_name("model_card.json").read_text())
+    return pd.read_parquet(examples_path), {k: tuple(v) for k, v in card.get("settings", {}).items()}
+
+
 def refit(results_dir: Path, examples_path: Path, kind: str = "logistic", left_out: bool = True) -> dict[str, Path]:
     """Score and fit the diagnosis model on a table of training examples alone (``examples.parquet``
     as a build writes it, with the ``model_card.json`` written beside it for the settings to check per
     fault), reading no run: the model, its card and scores, and the examples under
     ``results_dir/catalogue/model/``; the catalogue's pages are re-rendered when it has a catalogue.
     For a change of the model or its fitted evidence; a change of the features or views needs the runs."""
-    check_examples(examples_path)
-    card_path = examples_path.with_name("model_card.json")
-    examples = pd.read_parquet(examples_path)
+    examples, settings = read_examples(examples_path)
     if "testable" not in examples:           # written before builds kept it: a build without the catalogue's runs
         print(f"note: {examples_path} does not say which runs are the diverse dataset's: every run is scored as one "
               "(as a build with model_catalogue_runs=false wrote it)")
-    settings = {k: tuple(v) for k, v in json.loads(card_path.read_text()).get("settings", {}).items()}
     out_dir = results_dir / "catalogue" / "model"
     model_file = out_dir / "diagnosis.joblib"
     if examples_path.resolve() != (out_dir / "examples.parquet").resolve():
