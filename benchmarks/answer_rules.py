@@ -50,7 +50,7 @@ def main() -> None:
     import pandas as pd
     from joblib import Parallel, delayed
 
-    from benchmarks.model_examples import arguments, examples_and_settings
+    from benchmarks.model_examples import arguments, inputs
     from harness.analysis.examples import VIEWS
 
     parser = arguments(__doc__.split("\n")[0])
@@ -61,7 +61,7 @@ def main() -> None:
     for v in values:
         if v != "never" and not 0 < float(v) <= 1:
             parser.error(f"--invisible {v}: a share in (0, 1] or never")
-    examples, settings = examples_and_settings(args)
+    examples, settings = inputs(parser, args)
     jobs = [(algo, view, split, v) for algo, views in VIEWS.items() for view in views
             for split in range(args.splits) for v in values]
     rows = pd.DataFrame(Parallel(n_jobs=args.jobs)(delayed(scored)(examples, *j, settings) for j in jobs))

@@ -49,7 +49,7 @@ REPORTED = ("auroc", "healthy_called_healthy", "tpr", "top1", "class_level")
 def main() -> None:
     from joblib import Parallel, delayed
 
-    from benchmarks.model_examples import arguments, examples_and_settings
+    from benchmarks.model_examples import arguments, inputs
     from harness.analysis.examples import VIEWS, feature_columns
     from harness.analysis.protocols import protocols, run_protocol
 
@@ -57,7 +57,7 @@ def main() -> None:
     parser.add_argument("--kind", default="logistic")
     args = parser.parse_args()
     start = time.perf_counter()
-    examples, settings = examples_and_settings(args)
+    examples, settings = inputs(parser, args)
     diverse = examples.loc[examples["testable"], "run_id"].unique()
     columns = feature_columns(examples)
     held_out = {algo: protocols(examples, algo, left_out=False)[0] for algo in VIEWS}

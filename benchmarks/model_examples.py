@@ -38,13 +38,24 @@ def examples_and_settings(args: argparse.Namespace) -> tuple[pd.DataFrame, dict[
         from harness.catalogue.build import read_examples
 
         path = Path(args.examples)
-        examples, settings = read_examples(path)
+        examples, settings = read_examples(path, option="--examples ")
         if "testable" not in examples:        # a build without the catalogue's runs: every run is a diverse one
             examples = examples.assign(testable=True)
         print(f"examples: {len(examples)} of {examples['run_id'].nunique()} runs from {path}")
         return examples, settings
     examples = load_examples(args.results, args.jobs)
     return examples, load_settings(args.results, sorted(examples["run_id"].unique()))
+
+
+def inputs(parser: argparse.ArgumentParser, args: argparse.Namespace
+           ) -> tuple[pd.DataFrame, dict[str, tuple[str, ...]]]:
+    """:func:`examples_and_settings`, a bad ``--examples`` ending the command with one error line."""
+    from harness.config import ConfigError
+
+    try:
+        return examples_and_settings(args)
+    except ConfigError as exc:
+        parser.error(str(exc))
 
 
 def load_examples(results: str | Path, jobs: int) -> pd.DataFrame:

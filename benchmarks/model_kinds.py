@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 def main() -> None:
     from joblib import Parallel, delayed
 
-    from benchmarks.model_examples import arguments, examples_and_settings
+    from benchmarks.model_examples import arguments, inputs
     from harness.analysis.examples import VIEWS
     from harness.analysis.model import check_kind
     from harness.analysis.protocols import protocols, run_protocol
@@ -35,7 +35,7 @@ def main() -> None:
     parser = arguments(__doc__.split("\n")[0])
     parser.add_argument("--kinds", default="logistic:0.03,logistic:0.1,logistic:0.5,boosting,extratrees")
     args = parser.parse_args()
-    examples, settings = examples_and_settings(args)
+    examples, settings = inputs(parser, args)
     diverse = examples.loc[examples["testable"], "run_id"].unique()
     extra = examples.loc[~examples["testable"], "run_id"].unique()
     kinds = [check_kind(k) for k in args.kinds.split(",") if k]

@@ -46,3 +46,12 @@ def test_the_published_examples_feed_the_benchmarks() -> None:
                          cwd=ROOT, capture_output=True, text=True, check=True)
     n_examples, n_settings = map(int, out.stdout.split()[-2:])
     assert n_examples > 10000 and n_settings > 20
+
+
+@pytest.mark.parametrize("script", ["answer_rules", "feature_families", "model_kinds"])
+def test_a_bad_examples_path_ends_the_benchmark_with_one_error_line(script: str, tmp_path: Path) -> None:
+    out = subprocess.run([sys.executable, f"benchmarks/{script}.py", "--examples", str(tmp_path / "nope.parquet")],
+                         cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    errors = [line for line in out.stderr.splitlines() if "error:" in line]
+    assert len(errors) == 1 and "--examples " in errors[0] and "no such file" in errors[0], out.stderr

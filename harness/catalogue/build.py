@@ -70,30 +70,31 @@ def write_scores(path: Path, scores: pd.DataFrame) -> None:
         lambda v: json.dumps(v) if isinstance(v, dict) else None)))
 
 
-def check_examples(examples_path: Path) -> None:
+def check_examples(examples_path: Path, option: str = "refit=") -> None:
     """A one-line :class:`ConfigError` unless ``examples_path`` is a table of training examples a build
     wrote, with its ``model_card.json`` beside it."""
     import pyarrow.parquet as pq
 
     if not examples_path.is_file():
-        raise ConfigError(f"refit={examples_path}: no such file (the examples.parquet a build wrote beside its "
+        raise ConfigError(f"{option}{examples_path}: no such file (the examples.parquet a build wrote beside its "
                           "model, e.g. results/catalogue/model/examples.parquet)")
     try:
         names = set(pq.read_schema(examples_path).names)
     except Exception as exc:  # pyarrow's errors for a truncated or foreign file
-        raise ConfigError(f"refit={examples_path} is unreadable ({type(exc).__name__})") from None
+        raise ConfigError(f"{option}{examples_path} is unreadable ({type(exc).__name__})") from None
     missing = [c for c in ("run_id", "view", "label", "algo", "prefix") if c not in names]
     if missing:
-        raise ConfigError(f"refit={examples_path} is not a table of training examples (no {', '.join(missing)} column)")
+        raise ConfigError(f"{option}{examples_path} is not a table of training examples (no {', '.join(missing)} column)")
     if not examples_path.with_name("model_card.json").is_file():
-        raise ConfigError(f"refit={examples_path}: no model_card.json beside it (it holds the settings to check per "
+        raise ConfigError(f"{option}{examples_path}: no model_card.json beside it (it holds the settings to check per "
                           "fault)")
 
 
-def read_examples(examples_path: Path) -> tuple[pd.DataFrame, dict[str, tuple[str, ...]]]:
-    """A build's table of training examples (checked by :func:`check_examples`) and the settings to
-    check per fault from the ``model_card.json`` beside it."""
-    check_examples(examples_path)
+def read_examples(examples_path: Path, option: str = "refit=") -> tuple[pd.DataFrame, dict[str, tuple[str, ...]]]:
+    """A build's table of training examples (checked by :func:`check_examples`; ``option`` is how the
+    caller's user named the file, for the error) and the settings to check per fault from the
+    ``model_card.json`` beside it."""
+    check_examples(examples_path, option)
     card = json.loads(examples_path.with_name("model_card.json").read_text())
     return pd.read_parquet(examples_path), {k: tuple(v) for k, v in card.get("settings", {}).items()}
 
