@@ -3,8 +3,8 @@
 For each framework view, the model's out-of-fold top class on its training logs (each log scored by a
 model that never saw its run) gives a confusion table. From it, never by hand:
 
-- **faults this view cannot show**: most of their logs (>= half, past the onset) are taken for
-  healthy (the metrics this framework logs carry no trace of them);
+- **faults this view cannot show**: most of their logs (>= ``INVISIBLE``, past the onset) are taken
+  for healthy (the metrics this framework logs carry no trace of them);
 - **identifiability classes**: visible faults the model confuses with each other (each is taken for
   the other on >= ``LINK`` of their logs, counted both ways) are joined; a class of several members
   is answered as the class, with the settings to check.
@@ -18,7 +18,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 HEALTHY = "healthy"
-INVISIBLE = 0.5      # a fault whose logs are taken for healthy this often leaves no trace in the view
+INVISIBLE = 0.7      # a fault whose logs are taken for healthy this often leaves no trace in the view
+#                     (0.7, not 0.5: benchmarks/answer_rules.py on the published examples keeps every view's
+#                     healthy >= 94% with a higher AUROC at 0.7; chosen before refitting, not on real logs)
 LINK = 0.25          # two faults taken for each other this often (a -> b plus b -> a) are one class
 MIN_LOGS = 5         # logs of a fault below which nothing is claimed about it
 
