@@ -296,14 +296,14 @@ def dataset_logs(results: Path, held: dict[str, frozenset[str]]) -> list[dict[st
     configuration as the run's own log carries it, action space, fault and onset."""
     import pandas as pd
 
-    from harness.analysis.learning import NOT_LEARNING
+    from harness.analysis.labels import UNLABELLED
     from harness.config import visible_config
     from harness.metrics import CANONICAL
 
     runs = pd.read_parquet(results / "dataset" / "runs.parquet")
     data = pd.read_parquet(results / "dataset" / "data.parquet")
     ids = set().union(*held.values())
-    runs = runs[runs["run_id"].isin(ids) & (runs["label"] != NOT_LEARNING)]
+    runs = runs[runs["run_id"].isin(ids) & ~runs["label"].isin(UNLABELLED)]
     metrics = [c for c in ["update", *CANONICAL] if c in data.columns]
     by_run = {rid: g.sort_values("update")[metrics].reset_index(drop=True)
               for rid, g in data[data["run_id"].isin(set(runs["run_id"]))].groupby("run_id")}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+from collections.abc import Mapping
 from dataclasses import MISSING, dataclass, field, fields, replace
 from typing import Any, ClassVar
 
@@ -122,6 +123,12 @@ class Fault(Hooks):
         """Why ``backend`` cannot run this fault as configured (e.g. a form that lives inside SB3's
         PPO.train()), beyond the hooks it overrides (the backend's trainer checks those); None when
         it can."""
+        return None
+
+    def inert(self, configured: Mapping[str, Any]) -> str | None:
+        """Why this fault changes nothing a run computes or logs under the configured hyperparameters
+        ``configured`` (a mapping, as meta.json holds them), or None when it acts. Such a run is its
+        healthy twin under the fault's name; the dataset labels it ``inert`` (harness.analysis.labels)."""
         return None
 
     def setting(self) -> dict[str, Any]:

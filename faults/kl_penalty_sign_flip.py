@@ -12,6 +12,7 @@ Policy Training Collapse": "when use_kl_loss=True, the training becomes unstable
 collapses"; ToolRL's vendored dp_actor.py still has the minus sign at HEAD).
 """
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -29,6 +30,11 @@ class KLPenaltySignFlip(Fault):
     algos = ("grpo",)
     backends = ("native", "trl")
     expected = ("kl_ref_explodes",)
+
+    def inert(self, configured: Mapping[str, Any]) -> str | None:
+        if float(configured.get("beta", 0.0)) == 0.0:
+            return "beta = 0: the loss has no KL term whose sign could flip (the run is its healthy twin)"
+        return None
 
     def hyperparams(self, hp: Any) -> Any:
         return replace(hp, beta=-hp.beta)

@@ -15,7 +15,7 @@ import pytest
 
 from harness.analysis.examples import VIEWS
 from harness.analysis.features import MIN_ROWS
-from harness.analysis.learning import NOT_LEARNING
+from harness.analysis.labels import UNLABELLED
 from harness.analysis.model import HEALTHY, TOO_SHORT, UNKNOWN, load_models
 from harness.analysis.protocols import protocols, run_protocol
 from harness.config import ConfigError
@@ -101,7 +101,7 @@ def test_model_card_and_scores_come_from_held_out_runs(diverse_model):
     assert set(examples["run_id"]) & calibration                   # the extra runs have examples
     for p in protocols(examples, "ppo", left_out=False):
         tested = examples[examples["run_id"].isin(p.test) & examples["testable"] & (examples["view"] == "canonical")
-                          & (examples["prefix"] == 1.0) & (examples["label"] != NOT_LEARNING)   # not scored: see learning.py
+                          & (examples["prefix"] == 1.0) & ~examples["label"].isin(UNLABELLED)   # not scored: see labels.py
                           & (examples["n_rows"] >= MIN_ROWS)]                    # too short to judge: not scored
         result = run_protocol(examples, "ppo", "canonical", p)
         assert result is None or result[0]["n_runs"] == tested["run_id"].nunique(), p.name

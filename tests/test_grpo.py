@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
@@ -212,6 +213,24 @@ def test_kl_penalty_sign_flip_pushes_away_from_the_reference(store_dir):
     assert faulty.meta["hyperparameters"]["effective"]["beta"] == -0.5
     assert faulty.metrics["kl_ref"].max() > 50 * twin.metrics["kl_ref"].max()
     assert faulty.metrics["reward_mean"].iloc[-5:].mean() < twin.metrics["reward_mean"].iloc[-5:].mean() - 0.2
+
+
+def test_kl_penalty_sign_flip_is_inert_and_labelled_so_without_a_kl_term(store_dir):
+    """With beta = 0 (TRL's default) the flipped sign multiplies nothing: the run is its healthy twin,
+    metric for metric, and the dataset labels it ``inert`` instead of teaching the diagnosis that the
+    fault looks healthy (18 of 34 such runs of the 2026-11 dataset had beta = 0)."""
+    from harness.analysis.labels import INERT, label
+
+    short = ["env.total_timesteps=6400"]
+    common = [*GRPO, "seed=0", f"results_dir={store_dir}", *short, "algo.beta=0.0"]
+    faulty, twin = train(["fault=kl_penalty_sign_flip", *common]), train(["fault=none", *common])
+    columns = [c for c in twin.metrics.columns if c not in ("wall_s",)]
+    pd.testing.assert_frame_equal(faulty.metrics[columns], twin.metrics[columns])
+    assert label(faulty.meta, True) == INERT
+    assert label(twin.meta, True) == "healthy"
+    acting = train(["fault=kl_penalty_sign_flip", *GRPO, "seed=0", f"results_dir={store_dir}", *short,
+                    "algo.beta=0.04"])
+    assert label(acting.meta, True) == "kl_penalty_sign_flip"
 
 
 @pytest.mark.parametrize("overrides", [["algo.loss_agg=seq_mean"], ["algo.scale=batch"], ["algo.scale=none"]])

@@ -6,8 +6,9 @@ Written to ``results_dir/dataset/``:
   metric, and the labels fault, fault_active, is_control, algo, algo_variant, env, backend,
   seed, onset, status.
 - ``runs.parquet``: one row per run: labels, status and error, how much it learned
-  (``learning_share``, ``learns``: :mod:`harness.analysis.learning`; a healthy run that does not learn
-  has ``label`` ``not_learning``), and the configured and effective hyperparameters
+  (``learning_share``, ``learns``: :mod:`harness.analysis.learning`), ``label`` (:mod:`harness.analysis.labels`:
+  the fault, ``healthy``, ``not_learning`` for a healthy run that does not learn, ``inert`` for a fault
+  that changes nothing under its configuration), and the configured and effective hyperparameters
   (``configured.<name>``, ``effective.<name>``).
 - ``splits.parquet``: deterministic splits per run: ``by_seed`` (seed % 5 in 0-2 train, 3
   val, 4 test) and ``heldout_<env>`` (that env is test, the others train).
@@ -23,6 +24,8 @@ from typing import Any
 
 import pandas as pd
 
+from harness.analysis import labels
+from harness.analysis.labels import INERT
 from harness.analysis.learning import NOT_LEARNING, learning
 from harness.analysis.runs import RunSet, run_labels
 from harness.config import setup_label
@@ -40,7 +43,7 @@ def runs_table(rs: RunSet) -> pd.DataFrame:
     for rid, m in rs.metas.items():
         hp = m["hyperparameters"]
         learned = learning(rs.metrics[rid], m, store.load_episodes(rid) if store else None)
-        label = m["fault"] if m["fault"] != "none" else (NOT_LEARNING if learned.learns is False else "healthy")
+        label = labels.label(m, learned.learns)
         rows.append({
             "run_id": rid, **run_labels(m), "label": label, "learning_share": learned.share,
             "learns": learned.learns, "env_id": m["env_id"], "error": m["error"],
@@ -136,6 +139,11 @@ def datasheet(runs: pd.DataFrame, data: pd.DataFrame, rs: RunSet, command: str) 
             versions.setdefault(lib, set()).add(v)
     lines += ["", "## Labels",
               "- `fault` (run level): the injected fault, `none` for healthy runs and controls.",
+              f"- `label` (runs.parquet): what the run is, for training a model: the fault, `healthy`, "
+              f"`not_learning` ({int((runs['label'] == NOT_LEARNING).sum())} runs: healthy, but the configuration "
+              f"does not learn in its setup) or `inert` ({int((runs['label'] == INERT).sum())} runs: the fault "
+              "changes nothing under the run's configuration, e.g. the KL sign flipped with beta = 0). Neither "
+              "of the last two is a class the diagnosis is trained or scored on.",
               "- `fault_active` (row level): True from the onset update on.",
               "- `onset`: the update at which the fault switches on.",
               "- `fault_form`: how the bug is met: misconfigured (the configured value a detector sees is the "

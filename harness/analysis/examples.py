@@ -31,9 +31,9 @@ import pandas as pd
 from joblib import Parallel, delayed
 
 from faults import FAULTS
-from harness.analysis import evidence
+from harness.analysis import evidence, labels
 from harness.analysis.features import FEATURE_VERSION, features
-from harness.analysis.learning import NOT_LEARNING, learning
+from harness.analysis.learning import learning
 from harness.config import ALGO_SCHEMAS, ConfigError, visible_config
 from harness.detection.stream import baseline_verdicts
 from harness.hooks import HOOK_SITES, overridden
@@ -57,7 +57,7 @@ EVIDENCE_PREFIX = "ev:"
 #: it ignore, and labels judged on the env's own returns; ev9: reward_function_exactly_zero; monitor: SB3's
 #: and CleanRL's logged returns inside the fault's reward wrappers on half the runs; sched: SB3's view carries
 #: no lr / clip range of a run that schedules them, as SB3's zip holds a schedule there)
-EXAMPLES_VERSION = f"{FEATURE_VERSION}+views2+ev9+cfg2+learn3+monitor+sched"
+EXAMPLES_VERSION = f"{FEATURE_VERSION}+views2+ev9+cfg2+learn3+monitor+sched+inert"
 
 
 def _with_config(run_id: str, view: str, prefix: float) -> bool:
@@ -104,14 +104,12 @@ def view_frames(run: StoredRun, view: str, configured: Mapping[str, Any]) -> tup
 
 
 def run_label(run: StoredRun) -> tuple[str, dict[str, Any]]:
-    """A run's label and its learning: the fault, or ``healthy``, or ``not_learning`` for a healthy
-    run whose configuration does not learn in its setup."""
+    """A run's label (:func:`harness.analysis.labels.label`: the fault, ``healthy``, ``not_learning``
+    or ``inert``) and its learning."""
     meta = run.meta
     learned = learning(run.metrics, meta, run.episodes)
     info = {"learning_share": learned.share, "learns": learned.learns}
-    if meta["fault"] != "none":
-        return meta["fault"], info
-    return (NOT_LEARNING if learned.learns is False else HEALTHY), info
+    return labels.label(meta, learned.learns), info
 
 
 def run_examples(root: str | Path, run_id: str, views: Sequence[str] | None = None,

@@ -53,7 +53,7 @@ from harness.analysis import evidence
 from harness.analysis.examples import HEALTHY, evidence_frame, feature_columns
 from harness.analysis.features import FEATURE_VERSION, MIN_ROWS
 from harness.analysis.identifiability import Identifiability, identify
-from harness.analysis.learning import NOT_LEARNING
+from harness.analysis.labels import UNLABELLED
 from harness.config import ConfigError
 from harness.store import atomic_write_bytes, atomic_write_json
 
@@ -403,7 +403,7 @@ def fit(examples: pd.DataFrame, algo: str, view: str, seed: int = 0, kind: str =
     faults the view cannot tell apart and those it cannot show (from out-of-fold answers), and the
     anomaly threshold (out of fold too). Logs shorter than ``MIN_ROWS`` (answered "too short to
     judge", e.g. a run dead at its first update) neither train the model nor measure the rates."""
-    data = examples[(examples["algo"] == algo) & (examples["view"] == view) & (examples["label"] != NOT_LEARNING)
+    data = examples[(examples["algo"] == algo) & (examples["view"] == view) & ~examples["label"].isin(UNLABELLED)
                     & (examples.get("n_rows", pd.Series(MIN_ROWS, index=examples.index)) >= MIN_ROWS)]
     columns = [c for c in feature_columns(data) if data[c].notna().any()]   # a view's missing metrics drop out
     counts = data["label"].value_counts()

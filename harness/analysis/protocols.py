@@ -22,6 +22,7 @@ from joblib import Parallel, delayed
 from harness.analysis import scores as sc
 from harness.analysis.examples import VIEWS, evidence_frame, fault_settings, training_examples
 from harness.analysis.features import MIN_ROWS
+from harness.analysis.labels import INERT, UNLABELLED
 from harness.analysis.learning import NOT_LEARNING
 from harness.analysis.model import (
     HEALTHY,
@@ -126,7 +127,7 @@ def run_protocol(examples: pd.DataFrame, algo: str, view: str, protocol: Protoco
     if protocol.excluded_fault:
         train = train[train["fault"] != protocol.excluded_fault]
     test = data[data["run_id"].isin(protocol.test) & (data["prefix"] == 1.0) & _testable(data)
-                & (data["label"] != NOT_LEARNING) & (data.get("n_rows", MIN_ROWS) >= MIN_ROWS)]
+                & ~data["label"].isin(UNLABELLED) & (data.get("n_rows", MIN_ROWS) >= MIN_ROWS)]
     try:
         model = fit(train, algo, view, seed=seed, kind=kind, settings=settings)
     except TooFewClasses:
@@ -184,12 +185,13 @@ def evaluate_and_save(examples: pd.DataFrame, settings: Mapping[str, tuple[str, 
     start = time.perf_counter() if start is None else start
     n_runs = int(examples["run_id"].nunique())
     n_extra = int(examples.loc[~_testable(examples), "run_id"].nunique())
+    runs = examples.drop_duplicates("run_id")
     jobs = [(algo, view, p) for algo, views in VIEWS.items() if (examples["algo"] == algo).any()
             for p in protocols(examples, algo, seed=seed, left_out=left_out) for view in views
             if (p.kind != "left-out fault" or view == "canonical")]
     progress(f"diagnosis model: {len(examples)} examples from {n_runs} runs "
-             f"({int((examples.drop_duplicates('run_id')['label'] == NOT_LEARNING).sum())} healthy runs that do not "
-             f"learn are left out); scoring {len(jobs)} held-out fits")
+             f"({int((runs['label'] == NOT_LEARNING).sum())} healthy runs that do not learn and "
+             f"{int((runs['label'] == INERT).sum())} runs of a fault inert in their configuration are left out); scoring {len(jobs)} held-out fits")
     results = Parallel(n_jobs=n_jobs)(delayed(run_protocol)(examples, a, v, p, seed, kind, settings) for a, v, p in jobs)
     scores = pd.DataFrame([row for rows in results if rows for row in rows])
     models = fit_models(examples, VIEWS, seed=seed, kind=kind, settings=settings)
