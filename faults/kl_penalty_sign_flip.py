@@ -1,7 +1,18 @@
 """The KL penalty enters the loss with the wrong sign: the loss rewards distance from the reference.
 
-Form: code bug. The config's coefficient is positive (and logged as such: verl's
-``actor/kl_coef``), but the loss subtracts it: ``policy_loss = pg_loss - kl_loss * kl_loss_coef``.
+``form="code bug"`` (default, the reported form): the config's coefficient is positive (and logged as
+such: verl's ``actor/kl_coef``), but the loss subtracts it: ``policy_loss = pg_loss - kl_loss * kl_loss_coef``.
+
+``form="misconfigured"``: the same sign slip made in the config, ``GRPOConfig(beta=-0.04)`` (TRL
+1.16's GRPOConfig and GRPOTrainer accept a negative beta without a warning and add
+``beta * per_token_kl`` to the loss). This is how a user of an unmodified TRL meets the bug: TRL's
+loss cannot be edited without a subclass. Provenance of this form: synthetic (no report found of a
+negative beta in a config; slime's PPO writes ``kl_coef = -args.kl_coef`` in its own code, the kind
+of sign convention that invites the slip).
+
+The bug needs a KL term (``setting``: ``beta``, TRL's former default 0.04, shared by the healthy
+twin): with beta = 0 the flipped sign multiplies nothing and the run is its healthy twin
+(:meth:`inert`; dataset runs drawn that way before version 2 are labelled ``inert``).
 
 Provenance (read): verl PR #179 (commit a65c9157, 2025-02-01, "[misc] fix: grpo kl loss should
 be add when do minimization") changed ``policy_loss - kl_loss * self.config.kl_loss_coef`` to
@@ -16,20 +27,29 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from faults.base import Fault
+from faults.base import Fault, form_param, param
 
 
 @dataclass
 class KLPenaltySignFlip(Fault):
+    form: str = form_param("code bug", "code bug", "misconfigured")
+    beta: float = param(0.04, "the KL coefficient's magnitude in the run's config (TRL's former default, 0.04)",
+                        gt=0, le=10)
+
     name = "kl_penalty_sign_flip"
+    version = 2            # 2: beta is the fault's setting (the bug needs a KL term); form misconfigured added
     description = ("the KL term is subtracted from the loss instead of added (beta -> -beta in the loss): the policy "
-                   "is pushed away from the reference and KL to it grows; the configured and logged coefficient stay "
-                   "positive")
+                   "is pushed away from the reference and KL to it grows; form code bug: the configured and logged "
+                   "coefficient stay positive; misconfigured: the config holds the negative beta")
     provenance = ("verl PR #179 (commit a65c9157: policy_loss - kl_loss * kl_loss_coef, 'the kl loss is "
-                  "maximized'); Logic-RL#58; ToolRL#52 ('training becomes unstable and eventually collapses')")
+                  "maximized'); Logic-RL#58; ToolRL#52 ('training becomes unstable and eventually collapses'); "
+                  "form misconfigured (a negative beta in GRPOConfig, which TRL accepts): synthetic")
     algos = ("grpo",)
     backends = ("native", "trl")
     expected = ("kl_ref_explodes",)
+
+    def setting(self) -> dict[str, Any]:
+        return {"beta": self.beta}
 
     def inert(self, configured: Mapping[str, Any]) -> str | None:
         if float(configured.get("beta", 0.0)) == 0.0:
@@ -37,4 +57,4 @@ class KLPenaltySignFlip(Fault):
         return None
 
     def hyperparams(self, hp: Any) -> Any:
-        return replace(hp, beta=-hp.beta)
+        return replace(hp, beta=-abs(hp.beta))

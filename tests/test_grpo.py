@@ -207,30 +207,45 @@ def test_adv_std_no_floor_twin_is_the_same_estimator_with_the_floor():
 
 
 def test_kl_penalty_sign_flip_pushes_away_from_the_reference(store_dir):
-    faulty, twin = run_pair("kl_penalty_sign_flip", 0, store_dir, "algo.beta=0.5")
-    # a code bug: the config (what a detector sees) keeps +beta; the loss uses -beta
+    common = [*GRPO, "seed=0", f"results_dir={store_dir}", *SHORT]
+    faulty = train(["fault=kl_penalty_sign_flip", "fault.beta=0.5", *common])
+    twin = train(["fault=none", "algo.beta=0.5", *common])      # the twin: the fault's setting, without the bug
+    # a code bug: the config (what a detector sees) keeps +beta; the loss uses -beta; the twin has the same +beta
     assert faulty.meta["hyperparameters"]["configured"]["beta"] == 0.5
     assert faulty.meta["hyperparameters"]["effective"]["beta"] == -0.5
     assert faulty.metrics["kl_ref"].max() > 50 * twin.metrics["kl_ref"].max()
     assert faulty.metrics["reward_mean"].iloc[-5:].mean() < twin.metrics["reward_mean"].iloc[-5:].mean() - 0.2
 
 
-def test_kl_penalty_sign_flip_is_inert_and_labelled_so_without_a_kl_term(store_dir):
+def test_kl_penalty_sign_flip_is_inert_and_labelled_so_without_a_kl_term(store_dir, monkeypatch):
     """With beta = 0 (TRL's default) the flipped sign multiplies nothing: the run is its healthy twin,
     metric for metric, and the dataset labels it ``inert`` instead of teaching the diagnosis that the
-    fault looks healthy (18 of 34 such runs of the 2026-11 dataset had beta = 0)."""
+    fault looks healthy (18 of 34 such runs of the 2026-11 dataset had beta = 0: version 1 of the fault
+    had no setting, so it ran with the drawn beta). Version 2 brings its KL term, so its runs act."""
+    from faults.kl_penalty_sign_flip import KLPenaltySignFlip
     from harness.analysis.labels import INERT, label
 
-    short = ["env.total_timesteps=6400"]
-    common = [*GRPO, "seed=0", f"results_dir={store_dir}", *short, "algo.beta=0.0"]
+    common = [*GRPO, "seed=0", f"results_dir={store_dir}", "env.total_timesteps=6400", "algo.beta=0.0"]
+    acting = train(["fault=kl_penalty_sign_flip", *common])
+    assert acting.meta["hyperparameters"]["configured"]["beta"] == 0.04
+    assert label(acting.meta, True) == "kl_penalty_sign_flip"
+
+    monkeypatch.setattr(KLPenaltySignFlip, "setting", lambda self: {})      # version 1: no KL term of its own
+    monkeypatch.setattr(KLPenaltySignFlip, "version", 1)
     faulty, twin = train(["fault=kl_penalty_sign_flip", *common]), train(["fault=none", *common])
-    columns = [c for c in twin.metrics.columns if c not in ("wall_s",)]
+    assert faulty.meta["hyperparameters"]["configured"]["beta"] == 0.0
+    columns = [c for c in twin.metrics.columns if c != "wall_s"]
     pd.testing.assert_frame_equal(faulty.metrics[columns], twin.metrics[columns])
     assert label(faulty.meta, True) == INERT
     assert label(twin.meta, True) == "healthy"
-    acting = train(["fault=kl_penalty_sign_flip", *GRPO, "seed=0", f"results_dir={store_dir}", *short,
-                    "algo.beta=0.04"])
-    assert label(acting.meta, True) == "kl_penalty_sign_flip"
+
+
+def test_kl_penalty_sign_flip_misconfigured_puts_the_negative_beta_in_the_config(store_dir):
+    res = train(["fault=kl_penalty_sign_flip", "fault.form=misconfigured", "fault.beta=0.5", *GRPO, "seed=0",
+                 f"results_dir={store_dir}", "env.total_timesteps=6400"])
+    hp = res.meta["hyperparameters"]
+    assert hp["configured"]["beta"] == -0.5 and hp["effective"]["beta"] == -0.5      # what a detector sees: -beta
+    assert res.meta["fault_form"] == "misconfigured"
 
 
 @pytest.mark.parametrize("overrides", [["algo.loss_agg=seq_mean"], ["algo.scale=batch"], ["algo.scale=none"]])

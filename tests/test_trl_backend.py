@@ -93,3 +93,13 @@ def test_what_trl_cannot_express_is_refused_in_one_line(tmp_path, overrides, mes
     with pytest.raises(ConfigError) as err:
         make_experiment([*base, *overrides])
     assert message in str(err.value) and "\n" not in str(err.value)
+
+
+def test_kl_penalty_sign_flip_misconfigured_is_a_negative_beta_in_grpo_config(tmp_path):
+    """The form a user of an unmodified TRL meets: GRPOConfig(beta=-beta), which TRL accepts; TRL's own
+    run's config carries the negative beta (a detector sees it) and its KL grows past the twin's."""
+    exp = trl_exp(tmp_path, "kl_penalty_sign_flip", 8, "fault.form=misconfigured", "fault.beta=0.5")
+    run, twin = get_or_train(exp), get_or_train(healthy_twin(exp))
+    assert run.meta["hyperparameters"]["configured"]["beta"] == -0.5
+    assert twin.meta["hyperparameters"]["configured"]["beta"] == 0.5
+    assert run.metrics["kl_ref"].iloc[-3:].mean() > twin.metrics["kl_ref"].iloc[-3:].mean()

@@ -212,7 +212,14 @@ NOT_TUNED = ("None of these logs was used for fitting or tuning the diagnosis: t
              "exact-evidence item (TRL's format_reward_never_matches logs had been answered healthy; the fault's "
              "own expected signature). The logs themselves were regenerated that day with the same generators, "
              "seeds and commands (the earlier copies were lost with their machine; transformers 5.24.0 instead "
-             "of 5.23.0).")
+             "of 5.23.0). On 2026-11-26 (session 38), knowing the committed per-fault table (kl_penalty_sign_flip "
+             "0/12 on TRL, explained there by no training run having a negative beta in its config), the fault got "
+             "a misconfigured form (a negative beta in the config, synthetic) and a KL term of its own (its "
+             "setting: 18 of its 34 stored dataset runs had beta = 0, where the flip does nothing; those runs are "
+             "now labelled inert). The model published that day was fitted on runs stored before either change, "
+             "so it has no run of the new form; INVISIBLE moved from 0.5 to 0.7, a choice made on held-out "
+             "training runs (benchmarks/answer_rules.py) the day before and adopted before this refit met these "
+             "logs.")
 
 
 # ---- labels -> logs to diagnose -----------------------------------------------------------------------
