@@ -118,3 +118,20 @@ def test_bad_distribution_is_one_line():
            "hyperparameters": {"ppo": {"lr": ["gaussian", 0, 1]}}}
     with pytest.raises(ConfigError, match="unknown distribution 'gaussian'"):
         Space(bad)
+
+
+def test_a_sample_targeted_at_some_faults_draws_only_setups_they_apply_to():
+    """``only`` (a supplement of runs of some faults): setups none of them applies to, and healthy-only
+    controls, are not drawn; a fault no setup can run is one line."""
+    space = {**SWEEPER["space"], "only": ["kl_penalty_sign_flip"]}
+    specs = Space(space).sample(60, 2, updates_of)
+    assert {s.setup["algo_name"] for s in specs} == {"grpo"}
+    assert not any(s.setup.get("healthy_only") for s in specs)
+    faults = collections.Counter(s.fault for s in specs)
+    assert set(faults) == {"kl_penalty_sign_flip", "none"} and faults["kl_penalty_sign_flip"] >= 40
+    forms = collections.Counter(s.fault_params["form"] for s in specs if s.fault != "none")
+    assert forms["misconfigured"] >= 8 and forms["code bug"] >= 20
+    grpo_only = {"setups": [s for s in SWEEPER["space"]["setups"] if s["algo_name"] == "grpo"],
+                 "only": ["gae_no_done_mask"]}
+    with pytest.raises(ConfigError, match="no setup of the space can run these faults"):
+        Space(grpo_only).sample(1, 0, updates_of)

@@ -258,7 +258,12 @@ class Space:
         mid-run onset) and raises ConfigError for a draw that cannot run (it is drawn again).
         The draws depend on the fault registry: adding a fault changes the sample."""
         rng = np.random.default_rng(seed)
-        weights = np.array([float(s.get("weight", 1.0)) for s in self.setups])
+        # with ``only`` (a sample targeted at some faults), setups none of them applies to are not drawn
+        weights = np.array([float(s.get("weight", 1.0)) if not self.only
+                            or (self.applicable_faults(s) and not s.get("healthy_only", False)) else 0.0
+                            for s in self.setups])
+        if not weights.sum():
+            raise ConfigError(f"hydra.sweeper.space.only={self.only}: no setup of the space can run these faults")
         self.drawn: collections.Counter[tuple[str, str]] = collections.Counter()
         specs = []
         for index in range(size):
