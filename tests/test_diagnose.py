@@ -293,3 +293,14 @@ def test_a_log_too_short_to_judge_says_so(tmp_path):
     out = diagnose(f"log={log}", "profile=canonical")
     assert out.returncode == 0, out.stderr
     assert "answer: too short to judge (2 training steps" in out.stdout
+
+
+def test_the_summary_line_says_when_rows_skip_training_steps():
+    """A TRL log at its default logging_steps=10 has one row per 10 optimizer steps: the output says so
+    instead of calling 15 rows 15 training steps."""
+    from harness.commands.diagnose import cadence
+
+    every_step = pd.DataFrame({"update": range(150)})
+    assert cadence(every_step) == "150 training steps"
+    tenth = pd.DataFrame({"update": range(9, 150, 10)})
+    assert cadence(tenth).startswith("15 logged rows, one every 10 training steps (steps 10 .. 150")

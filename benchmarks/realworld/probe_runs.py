@@ -19,7 +19,8 @@ test set's grid:
 - TRL's GRPOTrainer from its defaults (this generator's tiny model and task, as trl_runs.py's
   ``trl_defaults`` setting) with other loss types and schedules: ``grpo`` with beta 0.04 and a cosine
   schedule after 15 warm-up steps; ``dr_grpo`` with ``scale_rewards="none"``; four iterations with
-  DAPO's clip-higher ``epsilon_high=0.28``.
+  DAPO's clip-higher ``epsilon_high=0.28``; and logged at TRL's default ``logging_steps=10`` (every row
+  an average over 10 optimizer steps; the test set and the harness's TRL view log every step).
 
 Every run is labelled healthy, in ``<out>/{sb3,cleanrl,trl}/labels.json`` as the generators write them,
 so evaluate.py scores them as it scores the test set (healthy called healthy; there is no faulty log
@@ -72,6 +73,9 @@ TRL_SETTINGS: dict[str, dict[str, Any]] = {
         "learning_rate": 1e-4, "beta": 0.04, "loss_type": "grpo", "lr_scheduler_type": "cosine", "warmup_steps": 15},
     "dr_grpo loss, scale_rewards none": {"learning_rate": 3e-4, "loss_type": "dr_grpo", "scale_rewards": "none"},
     "4 iterations, clip-higher epsilon_high 0.28": {"learning_rate": 1e-4, "num_iterations": 4, "epsilon_high": 0.28},
+    # the log's cadence, not the optimisation: "logging_steps" goes to the job (trl_runs.train's output settings)
+    "logged every 10 steps (TRL's default logging_steps), learning rate 1e-4": {"learning_rate": 1e-4,
+                                                                                "logging_steps": 10},
 }
 
 
@@ -93,11 +97,18 @@ def cleanrl_jobs(seeds: list[int]) -> list[dict[str, Any]]:
 
 
 def trl_jobs(seeds: list[int]) -> list[dict[str, Any]]:
-    return [{"name": opaque_name("probe-trl", how, json.dumps(cfg, sort_keys=True), seed, trl_runs.MAX_STEPS),
-             "env": f"sort{trl_runs.N_DIGITS}", "variant": "healthy", "how": how, "seed": seed,
-             "rewards": ["correct", "format_reward"], "config": cfg, "patch": None, "max_steps": trl_runs.MAX_STEPS,
-             "setting": "trl_defaults"}
-            for how, cfg in TRL_SETTINGS.items() for seed in seeds]
+    jobs = []
+    for how, settings in TRL_SETTINGS.items():
+        cfg = {k: v for k, v in settings.items() if k != "logging_steps"}
+        for seed in seeds:
+            job = {"name": opaque_name("probe-trl", how, json.dumps(cfg, sort_keys=True), seed, trl_runs.MAX_STEPS),
+                   "env": f"sort{trl_runs.N_DIGITS}", "variant": "healthy", "how": how, "seed": seed,
+                   "rewards": ["correct", "format_reward"], "config": cfg, "patch": None,
+                   "max_steps": trl_runs.MAX_STEPS, "setting": "trl_defaults"}
+            if "logging_steps" in settings:
+                job["logging_steps"] = settings["logging_steps"]
+            jobs.append(job)
+    return jobs
 
 
 def schedule(value: Any) -> Any:

@@ -324,7 +324,8 @@ def train(job: dict[str, Any], root: Path) -> dict[str, dict[str, Any]]:
     cfg = job["config"]
     setting = job.get("setting", "script")
     # the run's output: logging, one checkpoint at the end (no effect on the optimisation)
-    output = {"output_dir": str(run_dir), "seed": job["seed"], "max_steps": job["max_steps"], "logging_steps": 1,
+    output = {"output_dir": str(run_dir), "seed": job["seed"], "max_steps": job["max_steps"],
+              "logging_steps": job.get("logging_steps", 1),      # 1 for the test set (probe_runs.py: TRL's default 10)
               "report_to": ["tensorboard"], "save_strategy": "steps", "save_steps": job["max_steps"],
               "save_only_model": True, "disable_tqdm": True, "dataloader_num_workers": 0}
     if setting == "script":
