@@ -19,8 +19,9 @@ test set's grid:
 - TRL's GRPOTrainer from its defaults (this generator's tiny model and task, as trl_runs.py's
   ``trl_defaults`` setting) with other loss types and schedules: ``grpo`` with beta 0.04 and a cosine
   schedule after 15 warm-up steps; ``dr_grpo`` with ``scale_rewards="none"``; four iterations with
-  DAPO's clip-higher ``epsilon_high=0.28``; and logged at TRL's default ``logging_steps=10`` (every row
-  an average over 10 optimizer steps; the test set and the harness's TRL view log every step).
+  DAPO's clip-higher ``epsilon_high=0.28``; rewards on another scale (``reward_weights=[5, 5]``: the
+  logged reward runs 0-10, the test set's 0-2); and logged at TRL's default ``logging_steps=10`` (every
+  row an average over 10 optimizer steps; the test set and the harness's TRL view log every step).
 
 Every run is labelled healthy, in ``<out>/{sb3,cleanrl,trl}/labels.json`` as the generators write them,
 so evaluate.py scores them as it scores the test set (healthy called healthy; there is no faulty log
@@ -48,7 +49,13 @@ ABOUT = ("None of these logs was used for fitting or tuning the diagnosis: they 
          "led to one change that the published model does not have yet: rl-zoo3's CartPole logs anneal the clip "
          "range (lin_0.2), which no training run did, and were answered tiny_clip; the harness gained "
          "algo.anneal_clip and the dataset's rl-zoo3 CartPole setup uses it from its next generation. Figures on "
-         "these logs after that generation are not a clean test of that change.")
+         "these logs after that generation are not a clean test of that change. Two TRL settings were added on "
+         "2026-11-26 (session 38) and first diagnosed with the model published then: logging_steps=10 (both "
+         "answered healthy; the summary line now says the rows skip steps) and reward_weights [5, 5] (both "
+         "answered healthy, but only because the most probable class, shared_policy at 0.37-0.40, is one the TRL "
+         "view cannot show: their rewards lay above every training log's). That led the dataset's GRPO setups to "
+         "draw reward weights up to 10 from the next generation; figures on the reward-scale logs after it are not "
+         "a clean test of that change.")
 
 # rl-zoo3 hyperparams/ppo.yml (schedules as "lin_<x>": built at run time by schedule(), in SB3Probe)
 SB3_SETTINGS: dict[str, tuple[str, int, dict[str, Any]]] = {
@@ -73,6 +80,9 @@ TRL_SETTINGS: dict[str, dict[str, Any]] = {
         "learning_rate": 1e-4, "beta": 0.04, "loss_type": "grpo", "lr_scheduler_type": "cosine", "warmup_steps": 15},
     "dr_grpo loss, scale_rewards none": {"learning_rate": 3e-4, "loss_type": "dr_grpo", "scale_rewards": "none"},
     "4 iterations, clip-higher epsilon_high 0.28": {"learning_rate": 1e-4, "num_iterations": 4, "epsilon_high": 0.28},
+    # rewards on another scale (users' reward functions return 0-1, 0-10, pass counts...): the summed reward 0-10
+    "reward functions weighted 5x (reward_weights [5, 5]), learning rate 1e-4": {"learning_rate": 1e-4,
+                                                                                 "reward_weights": [5.0, 5.0]},
     # the log's cadence, not the optimisation: "logging_steps" goes to the job (trl_runs.train's output settings)
     "logged every 10 steps (TRL's default logging_steps), learning rate 1e-4": {"learning_rate": 1e-4,
                                                                                 "logging_steps": 10},
