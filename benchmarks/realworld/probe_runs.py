@@ -9,7 +9,9 @@ envs. Users run other settings. This generator trains, with the same three gener
 (the frameworks unmodified, no bug), healthy runs at settings found in the wild and absent from the
 test set's grid:
 
-- SB3's PPO with rl-zoo3's tuned hyperparameters (rl-zoo3 ``hyperparams/ppo.yml``): CartPole-v1
+- SB3's PPO with rl-zoo3's tuned hyperparameters (rl-zoo3 ``hyperparams/ppo.yml``): HalfCheetah-v4 (its
+  tuned HalfCheetah entry: 1 x 512, batch 64, 20 epochs, lr 2.06e-5, clip 0.1, 256-256 ReLU networks,
+  VecNormalize), CartPole-v1
   (8 envs x 32 steps, batch 256, 20 epochs, gae 0.8, gamma 0.98, learning rate and clip range
   annealed linearly: ``lin_1e-3``, ``lin_0.2``), Pendulum-v1 with gSDE (4 x 1024, gamma 0.9, 10 epochs,
   lr 1e-3, ``use_sde``, ``sde_sample_freq`` 4), LunarLander-v3 (16 x 1024, batch 64, 4 epochs, gae 0.98,
@@ -67,6 +69,15 @@ SB3_SETTINGS: dict[str, tuple[str, int, dict[str, Any]]] = {
         "Pendulum-v1", 100_000, {"n_envs": 4, "ppo": {"n_steps": 1024, "gae_lambda": 0.95, "gamma": 0.9,
                                                       "n_epochs": 10, "ent_coef": 0.0, "learning_rate": 1e-3,
                                                       "clip_range": 0.2, "use_sde": True, "sde_sample_freq": 4}}),
+    # tuned for HalfCheetah-v3 (rl-zoo3 applies it to v4): lr 2e-5 and clip 0.1, small values that are healthy here
+    "rl-zoo3 HalfCheetah-v4 (lr 2.06e-5, clip 0.1, 20 epochs, VecNormalize)": (
+        "HalfCheetah-v4", 100_000, {"n_envs": 1, "normalize": True,
+                                    "ppo": {"n_steps": 512, "batch_size": 64, "gamma": 0.98, "learning_rate": 2.0633e-05,
+                                            "ent_coef": 0.000401762, "clip_range": 0.1, "n_epochs": 20,
+                                            "gae_lambda": 0.92, "max_grad_norm": 0.8, "vf_coef": 0.58096,
+                                            "policy_kwargs": {"log_std_init": -2, "ortho_init": False,
+                                                              "activation_fn": "ReLU",
+                                                              "net_arch": {"pi": [256, 256], "vf": [256, 256]}}}}),
     "rl-zoo3 LunarLander-v3": (
         "LunarLander-v3", 200_000, {"n_envs": 16, "ppo": {"n_steps": 1024, "batch_size": 64, "gae_lambda": 0.98,
                                                           "gamma": 0.999, "n_epochs": 4, "ent_coef": 0.01}}),
@@ -122,10 +133,14 @@ def trl_jobs(seeds: list[int]) -> list[dict[str, Any]]:
 
 
 def schedule(value: Any) -> Any:
-    """rl-zoo3's "lin_<x>": SB3's LinearSchedule from x to 0 over the run; anything else as it is."""
+    """rl-zoo3's "lin_<x>": SB3's LinearSchedule from x to 0 over the run; its policy_kwargs' activation
+    ("ReLU": torch.nn.ReLU); anything else as it is."""
     if isinstance(value, str) and value.startswith("lin_"):
         from stable_baselines3.common.utils import LinearSchedule
         return LinearSchedule(float(value[4:]), 0.0, 1.0)
+    if isinstance(value, dict) and isinstance(value.get("activation_fn"), str):
+        import torch
+        return {**value, "activation_fn": getattr(torch.nn, value["activation_fn"])}
     return value
 
 

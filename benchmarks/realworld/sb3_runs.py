@@ -176,6 +176,8 @@ def build_env(env_id: str, spec: dict[str, Any], seed: int, classes: dict[str, A
     venv = make_vec_env(env_fn, n_envs=spec.get("n_envs", 1), seed=seed, wrapper_class=wrapper_class)
     if spec.get("vecnorm_frozen"):
         venv = VecNormalize(venv, training=False)
+    elif spec.get("normalize"):            # rl-zoo3's normalize: true (probe_runs.py; the test set never sets it)
+        venv = VecNormalize(venv, gamma=spec.get("ppo", {}).get("gamma", 0.99))
     return venv
 
 
