@@ -185,13 +185,15 @@ def evaluate_and_save(examples: pd.DataFrame, settings: Mapping[str, tuple[str, 
     start = time.perf_counter() if start is None else start
     n_runs = int(examples["run_id"].nunique())
     n_extra = int(examples.loc[~_testable(examples), "run_id"].nunique())
-    runs = examples.drop_duplicates("run_id")
+    def runs_labelled(label: str) -> int:       # per run (a mid-run fault's early prefixes are healthy examples)
+        return int(examples.loc[examples["label"] == label, "run_id"].nunique())
+
     jobs = [(algo, view, p) for algo, views in VIEWS.items() if (examples["algo"] == algo).any()
             for p in protocols(examples, algo, seed=seed, left_out=left_out) for view in views
             if (p.kind != "left-out fault" or view == "canonical")]
     progress(f"diagnosis model: {len(examples)} examples from {n_runs} runs "
-             f"({int((runs['label'] == NOT_LEARNING).sum())} healthy runs that do not learn and "
-             f"{int((runs['label'] == INERT).sum())} runs of a fault inert in their configuration are left out); scoring {len(jobs)} held-out fits")
+             f"({runs_labelled(NOT_LEARNING)} healthy runs that do not learn and "
+             f"{runs_labelled(INERT)} runs of a fault inert in their configuration are left out); scoring {len(jobs)} held-out fits")
     results = Parallel(n_jobs=n_jobs)(delayed(run_protocol)(examples, a, v, p, seed, kind, settings) for a, v, p in jobs)
     scores = pd.DataFrame([row for rows in results if rows for row in rows])
     models = fit_models(examples, VIEWS, seed=seed, kind=kind, settings=settings)
