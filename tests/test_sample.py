@@ -135,3 +135,15 @@ def test_a_sample_targeted_at_some_faults_draws_only_setups_they_apply_to():
                  "only": ["gae_no_done_mask"]}
     with pytest.raises(ConfigError, match="no setup of the space can run these faults"):
         Space(grpo_only).sample(1, 0, updates_of)
+
+
+def test_a_sample_targeted_at_named_setups_draws_only_them():
+    space = {**SWEEPER["space"], "setups_only": ["cleanrl_cartpole", "cleanrl_acrobot"]}
+    specs = Space(space).sample(40, 3, updates_of)
+    assert {s.setup["name"] for s in specs} == {"cleanrl_cartpole", "cleanrl_acrobot"}
+    assert all(s.algo["n_steps"] == 128 and s.algo["num_envs"] == 4 for s in specs)      # CleanRL's ppo.py regime
+    assert len({s.fault for s in specs}) > 10
+    with pytest.raises(ConfigError, match="unknown setup 'cleanrl' in hydra.sweeper.space.setups_only; valid: "):
+        Space({**SWEEPER["space"], "setups_only": ["cleanrl"]})
+    names = [s["name"] for s in SWEEPER["space"]["setups"]]
+    assert len(names) == len(set(names)) == len(SWEEPER["space"]["setups"])        # every setup named, once

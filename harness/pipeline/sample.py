@@ -156,6 +156,12 @@ class Space:
         if not 0 <= self.setting_share <= 1:
             raise ConfigError(f"hydra.sweeper.space.setting_share={self.setting_share} must be in [0, 1]")
         self.only = [str(f) for f in space.get("only") or []]
+        self.setups_only = [str(n) for n in space.get("setups_only") or []]
+        named = {str(s.get("name")) for s in self.setups if s.get("name")}
+        unknown_setups = sorted(set(self.setups_only) - named)
+        if unknown_setups:
+            raise ConfigError(f"unknown setup {unknown_setups[0]!r} in hydra.sweeper.space.setups_only; valid: "
+                              f"{', '.join(sorted(named)) or 'none (no setup has a name)'}")
         unknown = sorted((set(self.faults) | set(self.only)) - set(FAULTS))
         if unknown:
             raise ConfigError(f"unknown fault {unknown[0]!r} in hydra.sweeper.space.faults or .only; valid: "
@@ -174,6 +180,13 @@ class Space:
             for key in ("algo", "env", "backend", "algo_name"):
                 if key not in s:
                     raise ConfigError(f"hydra.sweeper.space.setups entry {s} needs {key}")
+
+    def _drawn_setup(self, setup: dict[str, Any]) -> bool:
+        """Whether a targeted sample draws ``setup``: with ``setups_only``, only the named setups; with
+        ``only`` (some faults), only setups one of them applies to (healthy-only controls left out)."""
+        if self.setups_only and setup.get("name") not in self.setups_only:
+            return False
+        return not self.only or bool(self.applicable_faults(setup) and not setup.get("healthy_only", False))
 
     def applicable_faults(self, setup: dict[str, Any]) -> list[str]:
         return sorted(n for n, cls in FAULTS.items() if n != "none" and setup["algo_name"] in cls.algos
@@ -258,12 +271,10 @@ class Space:
         mid-run onset) and raises ConfigError for a draw that cannot run (it is drawn again).
         The draws depend on the fault registry: adding a fault changes the sample."""
         rng = np.random.default_rng(seed)
-        # with ``only`` (a sample targeted at some faults), setups none of them applies to are not drawn
-        weights = np.array([float(s.get("weight", 1.0)) if not self.only
-                            or (self.applicable_faults(s) and not s.get("healthy_only", False)) else 0.0
-                            for s in self.setups])
+        weights = np.array([float(s.get("weight", 1.0)) if self._drawn_setup(s) else 0.0 for s in self.setups])
         if not weights.sum():
-            raise ConfigError(f"hydra.sweeper.space.only={self.only}: no setup of the space can run these faults")
+            raise ConfigError(f"hydra.sweeper.space.only={self.only} setups_only={self.setups_only}: no setup of the "
+                              "space can run these faults")
         self.drawn: collections.Counter[tuple[str, str]] = collections.Counter()
         specs = []
         for index in range(size):
