@@ -194,6 +194,35 @@ def test_a_setting_outside_the_range_on_a_few_logs_of_an_unrelated_fault_is_no_e
     assert "setting_above:ent_coef" not in ranges.items and "setting_below:gamma" in ranges.items
 
 
+def test_a_value_just_outside_the_sampled_range_is_nearer_healthy_than_the_bug():
+    """Healthy clip ranges drawn in 0.1 .. 0.3 (sampled minimum above 0.1) and tiny_clip's misconfigured
+    1e-4 .. 1e-2: CleanRL's Atari clip_coef of 0.1 lies just below the sampled range but far from every
+    tiny clip; it fires only below the geometric midpoint (about 0.03), while gamma, whose faulty values
+    sit just below the healthy ones, keeps its cut near the edge."""
+    rng = np.random.default_rng(1)
+    rows, labels = [], []
+    for label, n in ((HEALTHY, 200), ("tiny_clip", 40)):
+        for _ in range(n):
+            clip = 10 ** rng.uniform(-4, -2) if label == "tiny_clip" else rng.uniform(0.1003, 0.3)
+            rows.append({"cfg:clip_range": clip})
+            labels.append(label)
+    rows, labels = pd.DataFrame(rows), np.array(labels)
+    ranges = evidence.SettingRanges.fit(rows, labels, "ppo", {"tiny_clip": ("clip_range",)})
+    largest_tiny = rows.loc[labels == "tiny_clip", "cfg:clip_range"].max()
+    assert ranges.cut_low["clip_range"] == pytest.approx(math.sqrt(largest_tiny * ranges.low["clip_range"]))
+    assert ranges.side("clip_range", 0.1) is None                  # was "below" when the edge was the cut
+    assert ranges.side("clip_range", 0.005) == "below"
+    assert ranges.cut_high["clip_range"] == ranges.high["clip_range"]          # no owner value above
+    assert "counted below" in ranges.describe("setting_below:clip_range", 0.005)
+    gamma_rows, gamma_labels = _settings_examples()
+    gamma = evidence.SettingRanges.fit(gamma_rows, gamma_labels, "ppo", {"wrong_gamma": ("gamma",)})
+    assert gamma.cut_low["gamma"] < gamma.low["gamma"] and gamma.side("gamma", 0.9) == "below"
+    # a model fitted before the cuts existed (unpickled without them) cuts at the edges
+    old = evidence.SettingRanges(ranges.low, ranges.high, ranges.items, ranges.owners)
+    del old.cut_low, old.cut_high
+    assert old.side("clip_range", 0.1) == "below"
+
+
 def test_sized_settings_are_never_setting_evidence():
     """GRPO's learning rate is sized to the model (1e-6 for TRL's defaults on an LLM, 1e-4 .. 2e-3 for the
     harness's tiny transformers): its training range says nothing about a user's run."""

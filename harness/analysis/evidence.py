@@ -299,12 +299,21 @@ class SettingRanges:
     that of the logs where the setting was not the bug, so a few logs of an unrelated fault that
     happen to fall outside the range point to nothing. An item is kept when it fires more often on
     an owner than at that pooled rate (:data:`SEPARATES`); its rates are measured out of fold (a
-    configuration outside the other folds' range counts) and used like every other item's."""
+    configuration outside the other folds' range counts) and used like every other item's.
+
+    Where the training logs of an owner hold values beyond the range (a misconfigured tiny clip range
+    of 1e-4 .. 1e-2 below healthy clip ranges of 0.1 .. 0.3), a value fires only past the midpoint
+    between the range's edge and the nearest such value (geometric for positive values): a value just
+    outside the sampled range (CleanRL's Atari clip_coef 0.1 against a sampled minimum of 0.1003) is
+    nearer the configurations that were not the bug than those that were (``cut_low`` / ``cut_high``).
+    Where no owner value lies beyond, the edge itself is the cut."""
 
     low: dict[str, float] = field(default_factory=dict)
     high: dict[str, float] = field(default_factory=dict)
     items: tuple[str, ...] = ()
     owners: dict[str, tuple[str, ...]] = field(default_factory=dict)     # key -> the faults that change it
+    cut_low: dict[str, float] = field(default_factory=dict)      # below this: "below" (default: low)
+    cut_high: dict[str, float] = field(default_factory=dict)     # above this: "above" (default: high)
 
     @staticmethod
     def keys(columns: Sequence[str], algo: str) -> list[str]:
@@ -319,20 +328,27 @@ class SettingRanges:
         fault whose ``settings`` do not name it); ``items``: the items kept (default every one with an
         owner)."""
         labels = np.asarray(labels)
-        low, high, owners = {}, {}, {}
+        low, high, owners, cut_low, cut_high = {}, {}, {}, {}, {}
         for key in cls.keys(rows.columns, algo):
             reference = np.array([lab == HEALTHY or key not in settings.get(lab, ()) for lab in labels], dtype=bool)
-            values = pd.to_numeric(rows.loc[reference, f"cfg:{key}"], errors="coerce").to_numpy(dtype=float)
-            values = values[np.isfinite(values)]
+            every_value = pd.to_numeric(rows[f"cfg:{key}"], errors="coerce").to_numpy(dtype=float)
+            values = every_value[reference & np.isfinite(every_value)]
             mine = tuple(sorted(f for f, names in settings.items() if key in names))
             if len(values) and mine:
                 low[key], high[key], owners[key] = float(values.min()), float(values.max()), mine
+                owned = every_value[np.isin(labels, mine) & np.isfinite(every_value)]
+                below, above = owned[owned < low[key]], owned[owned > high[key]]
+                cut_low[key] = _midpoint(float(below.max()), low[key]) if len(below) else low[key]
+                cut_high[key] = _midpoint(high[key], float(above.min())) if len(above) else high[key]
         every = tuple(setting_item(k, side) for k in low for side in ("below", "above"))
-        return cls(low, high, every if items is None else tuple(i for i in every if i in set(items)), owners)
+        return cls(low, high, every if items is None else tuple(i for i in every if i in set(items)), owners,
+                   cut_low, cut_high)
 
     def side(self, key: str, value: float) -> str | None:
         """Where ``value`` lies against the range of ``key``: "below", "above" or None (inside)."""
-        lo, hi = self.low[key], self.high[key]
+        # a model fitted before the cuts existed (unpickled without them) cuts at the range's edges
+        lo = getattr(self, "cut_low", {}).get(key, self.low[key])
+        hi = getattr(self, "cut_high", {}).get(key, self.high[key])
         slack = 1e-9 * max(abs(lo), abs(hi), 1e-12)
         return "below" if value < lo - slack else "above" if value > hi + slack else None
 
@@ -373,9 +389,19 @@ class SettingRanges:
     def describe(self, item: str, value: float | None = None) -> str:
         key, side = setting_key(item)
         shown = f" ({value:.4g})" if value is not None and math.isfinite(value) else ""
+        cut = getattr(self, f"cut_{'low' if side == 'below' else 'high'}", {}).get(key)
+        edge = self.low[key] if side == "below" else self.high[key]
+        beyond = (f"; counted {side} {cut:.4g}, midway to the nearest value where it was the bug"
+                  if cut is not None and cut != edge else "")
         return (f"the configured {key}{shown} is {side} the range of every training log of this view where "
-                f"{key} was not the bug ({self.low[key]:.4g} .. {self.high[key]:.4g}; evidence for "
+                f"{key} was not the bug ({self.low[key]:.4g} .. {self.high[key]:.4g}{beyond}; evidence for "
                 f"{', '.join(self.owners[key])})")
+
+
+def _midpoint(a: float, b: float) -> float:
+    """Midway between ``a`` < ``b``: geometric when both are positive (settings spread over decades),
+    arithmetic otherwise."""
+    return math.sqrt(a * b) if a > 0 and b > 0 else (a + b) / 2
 
 
 def setting_evidence(rows: pd.DataFrame, labels: np.ndarray, algo: str, settings: Mapping[str, Sequence[str]],
