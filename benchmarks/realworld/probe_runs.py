@@ -57,7 +57,12 @@ ABOUT = ("None of these logs was used for fitting or tuning the diagnosis: they 
          "answered healthy, but only because the most probable class, shared_policy at 0.37-0.40, is one the TRL "
          "view cannot show: their rewards lay above every training log's). That led the dataset's GRPO setups to "
          "draw reward weights up to 10 from the next generation; figures on the reward-scale logs after it are not "
-         "a clean test of that change.")
+         "a clean test of that change. rl-zoo3's tuned HalfCheetah setting was added the same day and first "
+         "diagnosed with that model: both logs answered lr_too_low (P 0.53-0.60), driven by setting evidence (lr "
+         "2.06e-5 below every training log's 1e-4, clip 0.1 just below the sampled 0.1003) although the logs' "
+         "approx_kl (median 1.3e-2) and clip fraction (0.47) show large updates. That led the setting evidence "
+         "to cut midway to the bug's values instead of at the range's edge (effective at the next fit); figures "
+         "on those logs after it are not a clean test of that change.")
 
 # rl-zoo3 hyperparams/ppo.yml (schedules as "lin_<x>": built at run time by schedule(), in SB3Probe)
 SB3_SETTINGS: dict[str, tuple[str, int, dict[str, Any]]] = {
