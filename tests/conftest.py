@@ -9,6 +9,17 @@ import pytest
 import tests.toy_envs  # noqa: F401 - registers harness-test/* gymnasium ids
 
 
+@pytest.fixture(scope="session", autouse=True)
+def one_torch_thread() -> None:
+    """Runs train on one torch thread (torch_threads=1) and the suite runs two workers to a 2-core
+    machine: a test that calls a trainer directly gets one thread too, not whatever an earlier test in
+    its worker left (torch's default, a thread per core, made test_seed_batch's tests 15x slower in a
+    worker where no run had been trained before them)."""
+    import torch
+
+    torch.set_num_threads(1)
+
+
 @pytest.fixture(scope="session")
 def store_dir(tmp_path_factory) -> Path:
     """One run store for the session, so healthy twins are trained once and reused."""
