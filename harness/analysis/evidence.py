@@ -344,11 +344,16 @@ class SettingRanges:
         return cls(low, high, every if items is None else tuple(i for i in every if i in set(items)), owners,
                    cut_low, cut_high)
 
+    def cut(self, key: str, side: str) -> float:
+        """Past which value of ``key`` an item of ``side`` ("below" / "above") fires; a model fitted
+        before the cuts existed (unpickled without them) cuts at the range's edges."""
+        if side == "below":
+            return getattr(self, "cut_low", {}).get(key, self.low[key])
+        return getattr(self, "cut_high", {}).get(key, self.high[key])
+
     def side(self, key: str, value: float) -> str | None:
         """Where ``value`` lies against the range of ``key``: "below", "above" or None (inside)."""
-        # a model fitted before the cuts existed (unpickled without them) cuts at the range's edges
-        lo = getattr(self, "cut_low", {}).get(key, self.low[key])
-        hi = getattr(self, "cut_high", {}).get(key, self.high[key])
+        lo, hi = self.cut(key, "below"), self.cut(key, "above")
         slack = 1e-9 * max(abs(lo), abs(hi), 1e-12)
         return "below" if value < lo - slack else "above" if value > hi + slack else None
 
@@ -389,10 +394,8 @@ class SettingRanges:
     def describe(self, item: str, value: float | None = None) -> str:
         key, side = setting_key(item)
         shown = f" ({value:.4g})" if value is not None and math.isfinite(value) else ""
-        cut = getattr(self, f"cut_{'low' if side == 'below' else 'high'}", {}).get(key)
-        edge = self.low[key] if side == "below" else self.high[key]
-        beyond = (f"; counted {side} {cut:.4g}, midway to the nearest value where it was the bug"
-                  if cut is not None and cut != edge else "")
+        cut, edge = self.cut(key, side), self.low[key] if side == "below" else self.high[key]
+        beyond = f"; counted {side} {cut:.4g}, midway to the nearest value where it was the bug" if cut != edge else ""
         return (f"the configured {key}{shown} is {side} the range of every training log of this view where "
                 f"{key} was not the bug ({self.low[key]:.4g} .. {self.high[key]:.4g}{beyond}; evidence for "
                 f"{', '.join(self.owners[key])})")

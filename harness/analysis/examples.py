@@ -33,6 +33,7 @@ from joblib import Parallel, delayed
 from faults import FAULTS
 from harness.analysis import evidence, labels
 from harness.analysis.features import FEATURE_VERSION, features
+from harness.analysis.labels import HEALTHY
 from harness.analysis.learning import learning
 from harness.config import ALGO_SCHEMAS, ConfigError, visible_config
 from harness.detection.stream import baseline_verdicts
@@ -43,7 +44,6 @@ from harness.logs.views import StoredRun, applies, render
 from harness.metrics import CANONICAL
 from harness.store import atomic_write_parquet
 
-HEALTHY = "healthy"
 PREFIXES = (0.3, 0.6, 1.0)
 #: views a model is fitted for, per algorithm (a view's profile must apply to the algorithm)
 VIEWS = {"ppo": ("canonical", "sb3", "cleanrl", "verl"), "grpo": ("canonical", "trl", "verl")}
