@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -55,3 +56,37 @@ def test_a_bad_examples_path_ends_the_benchmark_with_one_error_line(script: str,
     assert out.returncode == 2 and "Traceback" not in out.stderr
     errors = [line for line in out.stderr.splitlines() if "error:" in line]
     assert len(errors) == 1 and "--examples " in errors[0] and "no such file" in errors[0], out.stderr
+
+
+def _answers(n_runs: int, right_share: float, healthy_ok: float, seed: int) -> pd.DataFrame:
+    """A table of held-out answers: n_runs faulty runs, right on a share; as many healthy, called healthy on a share."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for i in range(n_runs):
+        rows.append({"split": 0, "algo": "ppo", "view": "sb3", "run_id": f"f{i}", "fault": "tiny_clip",
+                     "label": "tiny_clip", "answer": "tiny_clip" if rng.random() < right_share else "lr_too_low",
+                     "score": 0.9, "members": "", "known": True})
+        rows.append({"split": 0, "algo": "ppo", "view": "sb3", "run_id": f"h{i}", "fault": "none", "label": "healthy",
+                     "answer": "healthy" if rng.random() < healthy_ok else "tiny_clip", "score": 0.1, "members": "",
+                     "known": True})
+    return pd.DataFrame(rows)
+
+
+def test_paired_comparison_finds_a_worse_fit_and_passes_an_equal_one() -> None:
+    from benchmarks.heldout_answers import paired, verdict
+
+    a = _answers(300, 0.8, 0.95, seed=1)
+    same = paired(a, a)
+    assert (same["b_minus_a"] == 0).all() and (same["lo"] == 0).all() and verdict(same)[0]
+    worse = a.copy()                                   # B loses top-1 on a third of A's right answers
+    right = worse.index[(worse["label"] == "tiny_clip") & (worse["answer"] == "tiny_clip")]
+    worse.loc[right[: len(right) // 3], "answer"] = "lr_too_low"
+    table = paired(a, worse)
+    top1 = table[(table["view"] == "ppo/sb3") & (table["measure"] == "top1")].iloc[0]
+    assert top1["b_minus_a"] == pytest.approx(-(len(right) // 3) / 300) and top1["hi"] < 0
+    ok, why = verdict(table)
+    assert not ok and any("ppo/sb3 top1" in w for w in why)
+    healthy = table[(table["view"] == "ppo/sb3") & (table["measure"] == "healthy_called_healthy")].iloc[0]
+    assert healthy["b_minus_a"] == 0                   # the healthy answers did not change
+    with pytest.raises(SystemExit, match="share no held-out run"):
+        paired(a, a.assign(run_id=a["run_id"] + "x"))

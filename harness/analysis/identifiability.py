@@ -18,9 +18,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 HEALTHY = "healthy"
-INVISIBLE = 0.7      # a fault whose logs are taken for healthy this often leaves no trace in the view
-#                     (0.7, not 0.5: benchmarks/answer_rules.py on the published examples keeps every view's
-#                     healthy >= 94% with a higher AUROC at 0.7; chosen before refitting, not on real logs)
+INVISIBLE = 0.5      # a fault whose logs are taken for healthy this often leaves no trace in the view
+#                     (0.5, not 0.7: paired on the same held-out runs of the published examples, 0.7 calls
+#                     fewer healthy logs healthy in the SB3 and CleanRL views and lowers top-1 in the TRL and
+#                     verl GRPO views, each beyond its 95% interval: benchmarks/results/heldout_invisible.md)
 LINK = 0.25          # two faults taken for each other this often (a -> b plus b -> a) are one class
 MIN_LOGS = 5         # logs of a fault below which nothing is claimed about it
 
