@@ -217,7 +217,9 @@ NOT_TUNED = ("None of these logs was used for fitting or tuning the diagnosis: t
              "a misconfigured form (a negative beta in the config, synthetic) and a KL term of its own (its "
              "setting: 18 of its 34 stored dataset runs had beta = 0, where the flip does nothing; those runs are "
              "now labelled inert), and 80 runs of a supplement targeted at it were trained. INVISIBLE moved from 0.5 "
-             "to 0.7, a choice made on held-out training runs (benchmarks/answer_rules.py) the day before. A refit "
+             "to 0.7, a choice made on held-out training runs (benchmarks/answer_rules.py) the day before, and "
+             "back to 0.5 on the same night (session 39) before any refit used it, by a paired comparison on "
+             "held-out training runs (benchmarks/results/heldout_invisible.md). A refit "
              "that day on 2439 stored runs (the dataset plan's first 2359 and the supplement's 80) scored lower "
              "on its own held-out runs than the published model (e.g. TRL view top-1 40% vs 47%) and was not "
              "published; that decision was made on the held-out scores alone, and it never met these logs.")
