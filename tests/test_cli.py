@@ -30,7 +30,7 @@ def harness(*args: str, cwd=None) -> subprocess.CompletedProcess:
     (["fault.onset=-1"], "fault.onset=-1 is out of range: must be >= 0"),
     (["fault=tiny_clip", "fault.clip_range=0"], "fault.clip_range=0 is out of range: must be > 0"),
     (["algo.clip_range=-0.1"], "algo.clip_range=-0.1 is out of range: must be > 0"),
-    (["env=mars"], "unknown env 'mars'; valid choices: acrobot, cartpole, highdim, hopper, invertedpendulum, lunarlander, pendulum, toyseq"),
+    (["env=mars"], "unknown env 'mars'; valid choices: acrobot, cartpole, highdim, hopper, invertedpendulum, lunarlander, pendulum, toyseq, walker2d"),
     (["algo=grpo", "env=toyseq", "model=gpt"], "unknown model 'gpt'; valid choices: mlp, transformer"),
     (["algo=sarsa"], "unknown algo 'sarsa'; valid choices:"),
     (["seed=abc"], "could not be converted to Integer"),
