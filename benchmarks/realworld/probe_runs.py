@@ -62,7 +62,10 @@ ABOUT = ("None of these logs was used for fitting or tuning the diagnosis: they 
          "2.06e-5 below every training log's 1e-4, clip 0.1 just below the sampled 0.1003) although the logs' "
          "approx_kl (median 1.3e-2) and clip fraction (0.47) show large updates. That led the setting evidence "
          "to cut midway to the bug's values instead of at the range's edge (effective at the next fit); figures "
-         "on those logs after it are not a clean test of that change.")
+         "on those logs after it are not a clean test of that change. It also led (session 39) the dataset to "
+         "draw rl-zoo3's tuned Walker2d and Hopper settings (lr 5e-5 and 1e-4, Walker2d's clip 0.1 and 20 epochs), "
+         "an anchor the dataset was asked to have; HalfCheetah itself was kept off the training grid, but a "
+         "HalfCheetah log is a test of that change only as far as rl-zoo3's MuJoCo settings differ by env.")
 
 # rl-zoo3 hyperparams/ppo.yml (schedules as "lin_<x>": built at run time by schedule(), in SB3Probe)
 SB3_SETTINGS: dict[str, tuple[str, int, dict[str, Any]]] = {
