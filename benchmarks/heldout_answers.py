@@ -10,7 +10,10 @@ run's full log and each algorithm and view, its label and what the model answere
 not a rate, so that two fits can be compared on the runs both held out. ``--code DIR`` imports the
 harness from another checkout (e.g. ``git worktree add /tmp/old <commit>``): the published model's
 method re-scored at its own commit; ``--patch MODULE.NAME=VALUE`` sets a constant in every fit (one
-rule changed, all else equal). It uses only what every version since the held-out protocol has
+rule changed, all else equal); ``--test-examples PATH`` splits and answers on another rendering of
+the same runs while fitting on ``--examples`` (when the views themselves change, e.g. to read a log
+as the framework really writes it, held-out scores on the old and the new views are not
+comparable: judge both models on the new ones). It uses only what every version since the held-out protocol has
 (``protocols``, ``fit``, ``judge``).
 
 ``compare`` pairs two tables on the (split, algorithm, view, run) they share and gives, per view and
@@ -61,8 +64,10 @@ def _patched(patches: list[str]) -> None:
 
 
 def _answers_of_view(examples: pd.DataFrame, algo: str, view: str, split: int, settings: dict,
-                     patches: list[str]) -> list[dict]:
-    """One view's held-out answers on one split, as the catalogue's held-out protocol scores them."""
+                     patches: list[str], tested: pd.DataFrame | None = None) -> list[dict]:
+    """One view's held-out answers on one split, as the catalogue's held-out protocol scores them;
+    ``tested``: other examples of the same runs to split and answer on (the model still fits on
+    ``examples``' training part)."""
     import harness
 
     _patched(patches)
@@ -71,10 +76,11 @@ def _answers_of_view(examples: pd.DataFrame, algo: str, view: str, split: int, s
     from harness.analysis.protocols import judge, protocols
 
     data = examples[(examples["algo"] == algo) & (examples["view"] == view)]
-    protocol = protocols(data, algo, seed=split, left_out=False)[0]
-    test = data[data["run_id"].isin(protocol.test) & (data["prefix"] == 1.0) & data["testable"].astype(bool)
-                & ~data["label"].isin(("not_learning", "inert"))
-                & (data.get("n_rows", pd.Series(MIN_ROWS, index=data.index)) >= MIN_ROWS)]
+    scored = data if tested is None else tested[(tested["algo"] == algo) & (tested["view"] == view)]
+    protocol = protocols(scored, algo, seed=split, left_out=False)[0]
+    test = scored[scored["run_id"].isin(protocol.test) & (scored["prefix"] == 1.0) & scored["testable"].astype(bool)
+                  & ~scored["label"].isin(("not_learning", "inert"))
+                  & (scored.get("n_rows", pd.Series(MIN_ROWS, index=scored.index)) >= MIN_ROWS)]
     try:
         model = fit(data[~data["run_id"].isin(protocol.test)], algo, view, settings=settings)
     except TooFewClasses:
@@ -102,16 +108,26 @@ def answers(args: argparse.Namespace) -> None:
                 .get("settings", {}).items()}
     if "testable" not in examples:
         examples = examples.assign(testable=True)
+    if args.runs_of:                          # the runs of another build only: the same held-out split as its
+        examples = examples[examples["run_id"].isin(set(pd.read_parquet(args.runs_of, columns=["run_id"])["run_id"]))]
+    tested = None
+    if args.test_examples:                    # the same runs rendered another way (another version's views)
+        tested = pd.read_parquet(args.test_examples)
+        tested = tested if "testable" in tested else tested.assign(testable=True)
+        tested = tested[tested["run_id"].isin(set(examples["run_id"]))]
     jobs = [(algo, view, split) for algo, views in VIEWS.items() if (examples["algo"] == algo).any()
             for view in views for split in range(args.splits)]
     print(f"{len(examples)} examples of {examples['run_id'].nunique()} runs; {len(jobs)} held-out fits "
           f"with the harness at {Path(harness.__file__).parent}", flush=True)
-    rows = Parallel(n_jobs=args.jobs, verbose=5)(delayed(_answers_of_view)(examples, *j, settings, args.patch) for j in jobs)
+    rows = Parallel(n_jobs=args.jobs, verbose=5)(delayed(_answers_of_view)(examples, *j, settings, args.patch, tested)
+                                               for j in jobs)
     table = pd.DataFrame([r for part in rows for r in part])
     commit = subprocess.run(["git", "-C", str(code), "rev-parse", "--short", "HEAD"], capture_output=True,
                             text=True).stdout.strip()
-    table = table.assign(code=commit + "".join(f" --patch {p}" for p in args.patch), examples=str(args.examples),
-                         splits=args.splits)
+    scored_on = (f" (the runs of {args.runs_of})" if args.runs_of else "") + (
+        f" (answering on {args.test_examples})" if args.test_examples else "")
+    table = table.assign(code=commit + "".join(f" --patch {p}" for p in args.patch),
+                         examples=str(args.examples) + scored_on, splits=args.splits)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     table.to_parquet(args.out)
     print(f"{len(table)} held-out answers ({table['run_id'].nunique()} runs) -> {args.out}")
@@ -223,6 +239,11 @@ def main() -> None:
     p.add_argument("--out", required=True)
     p.add_argument("--code", default=str(ROOT), help="the checkout whose harness fits and answers")
     p.add_argument("--splits", type=int, default=1)
+    p.add_argument("--runs-of", default=None, metavar="PATH",
+                   help="keep only the runs of this examples.parquet (another build's): the split is then its split")
+    p.add_argument("--test-examples", default=None, metavar="PATH",
+                   help="split and answer on these examples of the same runs (e.g. the current views' rendering), "
+                        "fitting on --examples: a model trained on older views judged on the current ones")
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--patch", action="append", default=[], metavar="MODULE.NAME=VALUE",
                    help="set a module constant in every fit, e.g. harness.analysis.identifiability.INVISIBLE=0.5")

@@ -222,7 +222,10 @@ NOT_TUNED = ("None of these logs was used for fitting or tuning the diagnosis: t
              "held-out training runs (benchmarks/results/heldout_invisible.md). A refit "
              "that day on 2439 stored runs (the dataset plan's first 2359 and the supplement's 80) scored lower "
              "on its own held-out runs than the published model (e.g. TRL view top-1 40% vs 47%) and was not "
-             "published; that decision was made on the held-out scores alone, and it never met these logs.")
+             "published; that decision was made on the held-out scores alone, and it never met these logs. On "
+             "2026-11-26 (session 39) the refit on the completed regeneration (3081 runs) was compared with the "
+             "published model run by run on held-out training runs (benchmarks/heldout_answers.py) and not "
+             "published either; it never met these logs.")
 
 
 # ---- labels -> logs to diagnose -----------------------------------------------------------------------

@@ -288,6 +288,10 @@ def setting_key(item: str) -> tuple[str, str] | None:
     return key, head.removeprefix(f"{SETTING}_")
 
 
+#: where a configured value outside the training range starts to count (``SettingRanges.fit``):
+#: "midway" to the nearest value where the setting was the bug, or "edge" (the range's own edge)
+CUT = "midway"
+
 @dataclass
 class SettingRanges:
     """A configured setting outside the range every training log had where that setting was not the
@@ -338,8 +342,9 @@ class SettingRanges:
                 low[key], high[key], owners[key] = float(values.min()), float(values.max()), mine
                 owned = every_value[np.isin(labels, mine) & np.isfinite(every_value)]
                 below, above = owned[owned < low[key]], owned[owned > high[key]]
-                cut_low[key] = _midpoint(float(below.max()), low[key]) if len(below) else low[key]
-                cut_high[key] = _midpoint(high[key], float(above.min())) if len(above) else high[key]
+                midway = CUT == "midway"
+                cut_low[key] = _midpoint(float(below.max()), low[key]) if len(below) and midway else low[key]
+                cut_high[key] = _midpoint(high[key], float(above.min())) if len(above) and midway else high[key]
         every = tuple(setting_item(k, side) for k in low for side in ("below", "above"))
         return cls(low, high, every if items is None else tuple(i for i in every if i in set(items)), owners,
                    cut_low, cut_high)
