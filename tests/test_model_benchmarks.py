@@ -90,3 +90,17 @@ def test_paired_comparison_finds_a_worse_fit_and_passes_an_equal_one() -> None:
     assert healthy["b_minus_a"] == 0                   # the healthy answers did not change
     with pytest.raises(SystemExit, match="share no held-out run"):
         paired(a, a.assign(run_id=a["run_id"] + "x"))
+
+
+def test_patch_sets_a_constant_with_its_type_and_refuses_an_unknown_one() -> None:
+    from benchmarks.heldout_answers import _patched
+    from harness.analysis import identifiability
+
+    before = identifiability.INVISIBLE
+    try:
+        _patched(["harness.analysis.identifiability.INVISIBLE=0.7"])
+        assert identifiability.INVISIBLE == 0.7 and isinstance(identifiability.INVISIBLE, float)
+    finally:
+        identifiability.INVISIBLE = before
+    with pytest.raises(SystemExit, match="has no NOPE"):
+        _patched(["harness.analysis.identifiability.NOPE=1"])
