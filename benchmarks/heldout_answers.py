@@ -16,6 +16,10 @@ as the framework really writes it, held-out scores on the old and the new views 
 comparable: judge both models on the new ones). It uses only what every version since the held-out protocol has
 (``protocols``, ``fit``, ``judge``).
 
+Every catalogue build since session 39 also writes such a table beside its model
+(``catalogue/model/heldout.parquet``: the held-out-runs protocol's one split, seed 0), so a build
+can be compared without refitting.
+
 ``compare`` pairs two tables on the (split, algorithm, view, run) they share and gives, per view and
 measure (healthy called healthy, faulty called anomalous, top-1 and class-level attribution on faults
 both models know), A, B, B - A and its 95% interval from a bootstrap over runs (2000 draws, seed 0;

@@ -109,6 +109,18 @@ def test_model_card_and_scores_come_from_held_out_runs(diverse_model):
             assert p.test <= diverse
     md = (diverse_model / "catalogue" / "CATALOGUE.md").read_text()
     assert "## Diagnosis model (out of sample)" in md and "held-out runs (30%, stratified by fault)" in md
+    # the held-out runs' answers, run by run, beside the model: the card's held-out scores are theirs
+    answers = pd.read_parquet(diverse_model / "catalogue" / "model" / "heldout.parquet")
+    assert set(answers["run_id"]) <= diverse and len(answers)
+    for p in (p for p in held if p["detector"] == "diagnosis"):
+        mine = answers[(answers["algo"] == p["algo"]) & (answers["view"] == p["view"])]
+        assert len(mine) == mine["run_id"].nunique() == p["n_runs"]
+        faulty = mine[(mine["label"] != "healthy") & mine["known"]]
+        if len(faulty):
+            assert (faulty["answer"] == faulty["label"]).mean() == pytest.approx(p["top1"])
+        healthy = mine[mine["label"] == "healthy"]
+        if len(healthy):
+            assert (healthy["answer"] == "healthy").mean() == pytest.approx(p["healthy_called_healthy"])
 
 
 def test_the_model_refits_on_its_examples_alone(diverse_model, tmp_path):
@@ -134,6 +146,9 @@ def test_the_model_refits_on_its_examples_alone(diverse_model, tmp_path):
     assert held and {(p["algo"], p["view"]) for p in held} == {(p["algo"], p["view"]) for p in built["protocols"]
                                                                if p["kind"] == "held-out runs"}
     assert load_models(model_path(out / "catalogue"))        # a model diagnose reads
+    from benchmarks.heldout_answers import paired, verdict
+    same = paired(pd.read_parquet(source / "heldout.parquet"), pd.read_parquet(out / "catalogue" / "model" / "heldout.parquet"))
+    assert (same["b_minus_a"] == 0).all() and verdict(same)[0]    # the same examples refit to the same answers
     bad = subprocess.run([sys.executable, "-m", "harness.catalogue", f"refit={tmp_path / 'none.parquet'}"],
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "no such file" in bad.stderr

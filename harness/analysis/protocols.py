@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -117,11 +117,29 @@ def baselines(test: pd.DataFrame, known: set[str]) -> dict[str, list[sc.Judged]]
     return out
 
 
+@dataclass(frozen=True)
+class HeldOutAnswer:
+    """What the model fitted without a held-out run answered on its full log (one row of
+    ``heldout.parquet``, beside the model: two fits compare run by run, benchmarks/heldout_answers.py)."""
+
+    split: int
+    algo: str
+    view: str
+    run_id: str
+    fault: str
+    label: str
+    answer: str
+    score: float
+    members: str              # the answer's class, comma-joined
+    known: bool               # the model knows the true label
+
+
 def run_protocol(examples: pd.DataFrame, algo: str, view: str, protocol: Protocol, seed: int = 0,
-                 kind: str = "logistic", settings: Mapping[str, tuple[str, ...]] | None = None
-                 ) -> list[dict[str, Any]] | None:
+                 kind: str = "logistic", settings: Mapping[str, tuple[str, ...]] | None = None,
+                 answers: list[HeldOutAnswer] | None = None) -> list[dict[str, Any]] | None:
     """Fit on everything the protocol does not hold out; score the held-out diverse runs' full logs
-    (the model, and beside it the baselines). None when the protocol cannot be run on this dataset."""
+    (the model, and beside it the baselines). None when the protocol cannot be run on this dataset.
+    ``answers``: a list the model's answer on each held-out log is appended to (run by run)."""
     data = examples[(examples["algo"] == algo) & (examples["view"] == view)]
     train = data[~data["run_id"].isin(protocol.test)]
     if protocol.excluded_fault:
@@ -135,6 +153,9 @@ def run_protocol(examples: pd.DataFrame, algo: str, view: str, protocol: Protoco
     base = {"algo": algo, "view": view, "protocol": protocol.name, "kind": protocol.kind, "model_kind": kind,
             "n_runs": int(test["run_id"].nunique())}
     judged = judge(model, test)
+    if answers is not None:
+        answers += [HeldOutAnswer(seed, algo, view, run, fault, j.label, j.answer, float(j.score), ",".join(j.members),
+                                  bool(j.known)) for run, fault, j in zip(test["run_id"], test["fault"], judged)]
     rows = [{**base, "detector": "diagnosis", **sc.score(judged).row(),
              "ece": _ece(model, test), "per_class": sc.score(judged).per_fault}]
     if protocol.kind == "left-out fault":
@@ -146,6 +167,14 @@ def run_protocol(examples: pd.DataFrame, algo: str, view: str, protocol: Protoco
         for name, items in baselines(test, set(model.classes)).items():
             rows.append({**base, "detector": name, **sc.score(items).row()})
     return rows
+
+
+def _scored(examples: pd.DataFrame, algo: str, view: str, protocol: Protocol, seed: int, kind: str,
+            settings: Mapping[str, tuple[str, ...]] | None) -> tuple[list[dict[str, Any]] | None, list[HeldOutAnswer]]:
+    """:func:`run_protocol` with the held-out runs' answers (kept for the held-out-runs protocol only)."""
+    answers: list[HeldOutAnswer] = []
+    rows = run_protocol(examples, algo, view, protocol, seed, kind, settings, answers)
+    return rows, answers if protocol.kind == "held-out runs" else []
 
 
 def _ece(model: DiagnosisModel, test: pd.DataFrame) -> float:
@@ -194,8 +223,9 @@ def evaluate_and_save(examples: pd.DataFrame, settings: Mapping[str, tuple[str, 
     progress(f"diagnosis model: {len(examples)} examples from {n_runs} runs "
              f"({runs_labelled(NOT_LEARNING)} healthy runs that do not learn and "
              f"{runs_labelled(INERT)} runs of a fault inert in their configuration are left out); scoring {len(jobs)} held-out fits")
-    results = Parallel(n_jobs=n_jobs)(delayed(run_protocol)(examples, a, v, p, seed, kind, settings) for a, v, p in jobs)
-    scores = pd.DataFrame([row for rows in results if rows for row in rows])
+    results = Parallel(n_jobs=n_jobs)(delayed(_scored)(examples, a, v, p, seed, kind, settings) for a, v, p in jobs)
+    scores = pd.DataFrame([row for rows, _ in results if rows for row in rows])
+    held_out = pd.DataFrame([asdict(a) for _, part in results for a in part], columns=[f.name for f in fields(HeldOutAnswer)])
     models = fit_models(examples, VIEWS, seed=seed, kind=kind, settings=settings)
     held = scores[(scores["kind"] == "held-out runs") & (scores["detector"] == "diagnosis")] if len(scores) else scores
     for (algo, view), model in models.items():
@@ -214,5 +244,7 @@ def evaluate_and_save(examples: pd.DataFrame, settings: Mapping[str, tuple[str, 
             "protocols": scores.drop(columns=["per_class"], errors="ignore").to_dict("records"),
             "seconds": round(time.perf_counter() - start, 1)}
     save_models(models, out_path, card)
+    atomic_write_parquet(out_path.with_name("heldout.parquet"), held_out.assign(
+        code=f"build of {card['trained_on_runs']} runs", examples=str(out_path.with_name("examples.parquet")), splits=1))
     progress(f"diagnosis model: {len(models)} models fitted and scored in {card['seconds']} s -> {out_path}")
     return scores
