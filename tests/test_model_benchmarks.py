@@ -88,6 +88,10 @@ def test_paired_comparison_finds_a_worse_fit_and_passes_an_equal_one() -> None:
     assert not ok and any("ppo/sb3 top1" in w for w in why)
     healthy = table[(table["view"] == "ppo/sb3") & (table["measure"] == "healthy_called_healthy")].iloc[0]
     assert healthy["b_minus_a"] == 0                   # the healthy answers did not change
+    from benchmarks.heldout_answers import per_fault
+    rows = per_fault(a, worse, "ppo/sb3")
+    assert rows.loc["tiny_clip", "right_a"] - rows.loc["tiny_clip", "right_b"] == len(right) // 3
+    assert rows.loc["tiny_clip", "anomalous_b_minus_a"] == 0 and rows.loc["healthy", "logs"] == 300
     with pytest.raises(SystemExit, match="share no held-out run"):
         paired(a, a.assign(run_id=a["run_id"] + "x"))
 
