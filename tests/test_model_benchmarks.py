@@ -108,3 +108,15 @@ def test_patch_sets_a_constant_with_its_type_and_refuses_an_unknown_one() -> Non
         identifiability.INVISIBLE = before
     with pytest.raises(SystemExit, match="has no NOPE"):
         _patched(["harness.analysis.identifiability.NOPE=1"])
+
+
+def test_paired_auroc_is_zero_for_a_pair_and_catches_a_score_that_ranks_nothing() -> None:
+    from benchmarks.heldout_answers import auroc_paired
+
+    a = _answers(200, 0.8, 0.95, seed=2)
+    a["score"] = np.where(a["label"] == "healthy", 0.2, 0.8) + np.random.default_rng(0).normal(0, 0.2, len(a))
+    same = auroc_paired(a, a, reps=100)
+    assert (same["b_minus_a"] == 0).all() and same["a"].iloc[0] > 0.9
+    noise = a.assign(score=np.random.default_rng(1).random(len(a)))   # B's score ranks logs at random
+    worse = auroc_paired(a, noise, reps=100).iloc[0]
+    assert worse["b"] < 0.65 and worse["hi"] < 0
