@@ -3,6 +3,7 @@
     python benchmarks/heldout_answers.py answers --examples results/catalogue/model/examples.parquet \\
         --out A.parquet [--code DIR] [--splits 1] [--jobs 2]
     python benchmarks/heldout_answers.py compare A.parquet B.parquet [--out benchmarks/results/NAME]
+        [--auroc] [--per-fault ALGO/VIEW]
 
 ``answers`` fits the diagnosis on the training part of the catalogue's "held-out runs" protocol (30%
 of the diverse runs, stratified by fault; ``--splits`` seeds of it) and records, for each held-out
@@ -13,7 +14,8 @@ method re-scored at its own commit; ``--patch MODULE.NAME=VALUE`` sets a constan
 rule changed, all else equal); ``--test-examples PATH`` splits and answers on another rendering of
 the same runs while fitting on ``--examples`` (when the views themselves change, e.g. to read a log
 as the framework really writes it, held-out scores on the old and the new views are not
-comparable: judge both models on the new ones). It uses only what every version since the held-out protocol has
+comparable: judge both models on the new ones); ``--runs-of PATH`` keeps only another build's runs (the
+split is then that build's). It uses only what every version since the held-out protocol has
 (``protocols``, ``fit``, ``judge``).
 
 Every catalogue build since session 39 also writes such a table beside its model
@@ -29,9 +31,10 @@ family of every view x measure compared, e.g. 28: mean +- z(1 - 0.05 / 2N) boots
 deviations), and neither top-1 nor healthy called healthy over every view's runs together is worse
 beyond its 95% interval. (Its first wording, uncorrected 95% intervals per view and a point estimate
 over all views, was amended before any refit was judged by it: a candidate equal to the baseline
-would have failed it about half the time; the INVISIBLE verdict below holds under both.) Different
+would have failed it about half the time; the INVISIBLE verdict of docs/benchmarks.md holds under both.) Different
 held-out sets (last session's comparison) can differ by more than the change being judged; paired
-runs cannot.
+runs cannot. ``--auroc`` adds each view's detection AUROC, paired (threshold-free; outside the rule);
+``--per-fault`` breaks a view down per true label.
 """
 
 from __future__ import annotations
@@ -112,7 +115,7 @@ def answers(args: argparse.Namespace) -> None:
                 .get("settings", {}).items()}
     if "testable" not in examples:
         examples = examples.assign(testable=True)
-    if args.runs_of:                          # the runs of another build only: the same held-out split as its
+    if args.runs_of:                          # another build's runs only: its held-out split
         examples = examples[examples["run_id"].isin(set(pd.read_parquet(args.runs_of, columns=["run_id"])["run_id"]))]
     tested = None
     if args.test_examples:                    # the same runs rendered another way (another version's views)
