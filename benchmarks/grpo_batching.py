@@ -30,44 +30,46 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-PROMPTS, GROUP, PROMPT_LEN, NEW = 16, 8, 14, 10
+PROMPT_LEN = 14         # prompt tokens per sequence (the token task's prompts are about this long)
 
 
 def setting():
-    """The default GRPO experiment's model spec and batch shape."""
+    """The default GRPO experiment's algorithm config (its batch, completion length, iterations and
+    minibatches) and its model's spec."""
     from harness.agents.llama import Llama
     from harness.agents.lm import llama_spec
     from harness.pipeline.compose import make_experiment
 
     exp = make_experiment(["algo=grpo", "env=toyseq", "fault=none", "results_dir=/tmp/grpo_batching"])
     special = type("Special", (), {"pad": 0, "bos": 1, "eos": 2})
-    spec = llama_spec(exp.algo, vocab_size=32, max_positions=PROMPT_LEN + NEW, special=special)
-    return exp, spec, Llama
+    spec = llama_spec(exp.algo, vocab_size=32, max_positions=PROMPT_LEN + exp.algo.max_new_tokens, special=special)
+    return exp.algo, spec, Llama
 
 
-def generation(model, rows: int) -> None:
-    """Sampled decoding of ``NEW`` tokens for ``rows`` sequences with the KV cache, as the sampler does."""
+def generation(model, rows: int, new: int) -> None:
+    """Sampled decoding of ``new`` tokens for ``rows`` sequences with the KV cache, as the sampler does."""
     from harness.agents.llama import real_positions
 
     prompts = torch.randint(3, 32, (rows, PROMPT_LEN))
     attn = torch.ones(rows, PROMPT_LEN, dtype=torch.bool)
     with torch.no_grad():
-        cache = model.new_cache(rows, PROMPT_LEN + NEW)
+        cache = model.new_cache(rows, PROMPT_LEN + new)
         logits = model(prompts, attn, real_positions(attn), cache)[:, -1]
-        for _ in range(NEW):
+        for _ in range(new):
             token = torch.distributions.Categorical(logits=logits).sample()
             attn = torch.cat([attn, torch.ones(rows, 1, dtype=torch.bool)], dim=1)
             logits = model(token[:, None], attn, real_positions(attn)[:, -1:], cache)[:, -1]
 
 
-def update(model, opt, rows: int) -> None:
-    """Forward and backward over prompt + completion for ``rows`` sequences, in 2 x 2 minibatches."""
+def update(model, opt, rows: int, algo) -> None:
+    """Forward and backward over prompt + completion for ``rows`` sequences, ``num_iterations`` passes
+    of ``n_minibatches`` minibatches, as the update does."""
     from harness.agents.llama import real_positions
 
-    ids = torch.randint(3, 32, (rows, PROMPT_LEN + NEW))
+    ids = torch.randint(3, 32, (rows, PROMPT_LEN + algo.max_new_tokens))
     mask = torch.ones_like(ids, dtype=torch.bool)
-    for _ in range(2):                              # num_iterations
-        for mb in ids.chunk(2):                     # n_minibatches
+    for _ in range(algo.num_iterations):
+        for mb in ids.chunk(algo.n_minibatches):
             logits = model(mb, mask[: len(mb)], real_positions(mask[: len(mb)]))
             loss = logits.float().log_softmax(-1)[..., 0].mean()
             opt.zero_grad()
@@ -91,8 +93,8 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
     torch.manual_seed(0)
-    _, spec, Llama = setting()
-    rows = PROMPTS * GROUP
+    algo, spec, Llama = setting()
+    rows, new = algo.batch_size, algo.max_new_tokens
     out = []
     for size in (int(s) for s in args.sizes.split(",")):
         models = [Llama(spec) for _ in range(size)]
@@ -100,11 +102,11 @@ def main() -> None:
         big, big_opt = models[0], opts[0]
         for part in ("generation", "update"):
             if part == "generation":
-                separate = timed(lambda: [generation(m, rows) for m in models], args.repeats)
-                together = timed(lambda: generation(big, rows * size), args.repeats)
+                separate = timed(lambda: [generation(m, rows, new) for m in models], args.repeats)
+                together = timed(lambda: generation(big, rows * size, new), args.repeats)
             else:
-                separate = timed(lambda: [update(m, o, rows) for m, o in zip(models, opts)], args.repeats)
-                together = timed(lambda: update(big, big_opt, rows * size), args.repeats)
+                separate = timed(lambda: [update(m, o, rows, algo) for m, o in zip(models, opts)], args.repeats)
+                together = timed(lambda: update(big, big_opt, rows * size, algo), args.repeats)
             row = {"seeds": size, "part": part, "separate_s": round(separate, 4), "together_s": round(together, 4),
                    "ceiling": round(separate / together, 2)}
             out.append(row)
@@ -114,7 +116,7 @@ def main() -> None:
         path.write_text(json.dumps({"generated": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                                     "machine": platform.machine(), "torch": torch.__version__, "threads": 1,
                                     "command": "python benchmarks/grpo_batching.py " + " ".join(sys.argv[1:]),
-                                    "rows_per_seed": rows, "tokens": NEW, "prompt_len": PROMPT_LEN,
+                                    "rows_per_seed": rows, "tokens": new, "prompt_len": PROMPT_LEN,
                                     "d_model": spec.d_model, "n_layers": spec.n_layers, "rows": out}, indent=1) + "\n")
         print(f"recorded -> {path.relative_to(ROOT)}")
 

@@ -292,6 +292,7 @@ def setting_key(item: str) -> tuple[str, str] | None:
 #: "midway" to the nearest value where the setting was the bug, or "edge" (the range's own edge)
 CUT = "midway"
 
+
 @dataclass
 class SettingRanges:
     """A configured setting outside the range every training log had where that setting was not the
