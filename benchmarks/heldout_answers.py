@@ -141,7 +141,9 @@ def answers(args: argparse.Namespace) -> None:
 
 
 def measures(t: pd.DataFrame) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """Per measure, the rows it counts (a mask) and whether each was right."""
+    """Per measure, the rows it counts (a mask) and whether each was right: the definitions of
+    harness.analysis.scores.score, kept per row for the bootstrap (that module is not imported here, so
+    that ``answers --code`` can import another checkout's harness; a test holds the two together)."""
     healthy = (t["label"] == "healthy").to_numpy()
     anomalous = ~t["answer"].isin(NOT_ANOMALOUS).to_numpy()
     known = (~healthy) & t["known"].to_numpy()

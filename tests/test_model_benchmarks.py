@@ -120,3 +120,19 @@ def test_paired_auroc_is_zero_for_a_pair_and_catches_a_score_that_ranks_nothing(
     noise = a.assign(score=np.random.default_rng(1).random(len(a)))   # B's score ranks logs at random
     worse = auroc_paired(a, noise, reps=100).iloc[0]
     assert worse["b"] < 0.65 and worse["hi"] < 0
+
+
+def test_the_paired_measures_are_the_scores_of_harness_analysis_scores() -> None:
+    """heldout_answers keeps its own per-row copy of the measures' definitions: they must agree."""
+    from benchmarks.heldout_answers import measures
+    from harness.analysis import scores as sc
+
+    t = _answers(150, 0.6, 0.9, seed=3)
+    t.loc[t.index[::7], "answer"] = "unknown"                           # anomalous, names nothing
+    t.loc[t.index[1::11], "members"] = "tiny_clip,lr_too_low"           # a class holding the fault
+    t.loc[t.index[3::13], "known"] = False                              # a fault the model never saw
+    judged = [sc.Judged(r.label, r.answer, r.score, members=tuple(m for m in r.members.split(",") if m),
+                        known=r.known) for r in t.itertuples()]
+    expected = sc.score(judged)
+    for name, (mask, right) in measures(t).items():
+        assert right[mask].mean() == pytest.approx(getattr(expected, name)), name
