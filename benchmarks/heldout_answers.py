@@ -67,7 +67,10 @@ def _patched(patches: list[str]) -> None:
         mod = importlib.import_module(module)
         if not hasattr(mod, name):
             raise SystemExit(f"--patch {item}: {module} has no {name}")
-        setattr(mod, name, type(getattr(mod, name))(value))
+        try:
+            setattr(mod, name, type(getattr(mod, name))(value))
+        except ValueError:
+            raise SystemExit(f"--patch {item}: {value!r} is not a {type(getattr(mod, name)).__name__}") from None
 
 
 def _answers_of_view(examples: pd.DataFrame, algo: str, view: str, split: int, settings: dict,
@@ -263,6 +266,9 @@ def markdown(table: pd.DataFrame, a: str, b: str) -> str:
 
 
 def compare(args: argparse.Namespace) -> None:
+    for path in (args.a, args.b):
+        if not Path(path).is_file():
+            raise SystemExit(f"{path}: no such file (a table `heldout_answers.py answers` or a catalogue build wrote)")
     a, b = (pd.read_parquet(p) for p in (args.a, args.b))
     name = {p: f"{p} (the harness at {t['code'].iloc[0]} on {t['examples'].iloc[0]}, {t['splits'].iloc[0]} splits)"
             if {"code", "examples", "splits"} <= set(t) and len(t) else p for p, t in ((args.a, a), (args.b, b))}

@@ -108,6 +108,17 @@ def test_patch_sets_a_constant_with_its_type_and_refuses_an_unknown_one() -> Non
         identifiability.INVISIBLE = before
     with pytest.raises(SystemExit, match="has no NOPE"):
         _patched(["harness.analysis.identifiability.NOPE=1"])
+    with pytest.raises(SystemExit, match="'abc' is not a float"):
+        _patched(["harness.analysis.identifiability.INVISIBLE=abc"])
+
+
+@pytest.mark.parametrize("argv", [["compare", "nope_a.parquet", "nope_b.parquet"],
+                                  ["answers", "--examples", "nope.parquet", "--out", "x.parquet"]])
+def test_heldout_answers_bad_paths_end_with_one_error_line(argv: list[str], tmp_path: Path) -> None:
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "heldout_answers.py"), *argv], cwd=tmp_path,
+                         capture_output=True, text=True)
+    assert out.returncode == 1 and "Traceback" not in out.stderr and len(out.stderr.strip().splitlines()) == 1
+    assert "nope" in out.stderr
 
 
 def test_paired_auroc_is_zero_for_a_pair_and_catches_a_score_that_ranks_nothing() -> None:
