@@ -142,6 +142,8 @@ def test_the_model_refits_on_its_examples_alone(diverse_model, tmp_path):
     refitted = json.loads((out / "catalogue" / "model" / "model_card.json").read_text())
     assert refitted["settings"] == built["settings"] and refitted["examples"] == built["examples"]
     assert refitted["extra_training_runs"] == built["extra_training_runs"] == 2
+    from harness.analysis.model import LOGISTIC_C
+    assert refitted["model_kind"] == built["model_kind"] == f"logistic:{LOGISTIC_C}"   # the strength it was fitted with
     held = [p for p in refitted["protocols"] if p["kind"] == "held-out runs"]
     assert held and {(p["algo"], p["view"]) for p in held} == {(p["algo"], p["view"]) for p in built["protocols"]
                                                                if p["kind"] == "held-out runs"}
@@ -247,7 +249,7 @@ def diagnosed_in_process(*overrides: str) -> dict:
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
         cfg = compose("diagnose", [*overrides, "output=json"])
     command.settle(cfg)
-    log, answer = command._diagnosed(cfg)
+    log, answer = command.diagnosed(cfg)
     return json.loads(json.dumps(command.as_json(cfg, log, answer), default=float))
 
 

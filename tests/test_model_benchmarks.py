@@ -122,15 +122,52 @@ def test_heldout_answers_bad_paths_end_with_one_error_line(argv: list[str], tmp_
 
 
 def test_paired_auroc_is_zero_for_a_pair_and_catches_a_score_that_ranks_nothing() -> None:
-    from benchmarks.heldout_answers import auroc_paired
+    from sklearn.metrics import roc_auc_score
+
+    from benchmarks.heldout_answers import paired, verdict, weighted_auroc
 
     a = _answers(200, 0.8, 0.95, seed=2)
     a["score"] = np.where(a["label"] == "healthy", 0.2, 0.8) + np.random.default_rng(0).normal(0, 0.2, len(a))
-    same = auroc_paired(a, a, reps=100)
-    assert (same["b_minus_a"] == 0).all() and same["a"].iloc[0] > 0.9
+    y = (a["label"] != "healthy").to_numpy()
+    w = np.random.default_rng(3).integers(0, 3, size=(4, len(a)))
+    assert weighted_auroc(a["score"].round(1).to_numpy(), y, w) == pytest.approx(   # ties and weights as sklearn
+        [roc_auc_score(y, a["score"].round(1), sample_weight=row) for row in w])
+    same = paired(a, a)
+    auc = same[same["measure"] == "auroc"].iloc[0]
+    assert auc["b_minus_a"] == 0 and auc["a"] > 0.9 and (same["view"] != "all").sum() == 5  # no pooled AUROC
     noise = a.assign(score=np.random.default_rng(1).random(len(a)))   # B's score ranks logs at random
-    worse = auroc_paired(a, noise, reps=100).iloc[0]
-    assert worse["b"] < 0.65 and worse["hi"] < 0
+    table = paired(a, noise)
+    worse = table[table["measure"] == "auroc"].iloc[0]
+    assert worse["b"] < 0.65 and worse["hi_corrected"] < 0
+    ok, why = verdict(table)
+    assert not ok and why == [next(w for w in why if "ppo/sb3 auroc" in w)]   # answers unchanged: only AUROC
+
+
+def test_healthy_rate_is_judged_against_the_operating_point_not_only_the_baseline() -> None:
+    """A threshold that lands nearer the operating point may call fewer healthy logs healthy than A did;
+    below the operating point (or A's rate, if lower) beyond B's own interval it may not."""
+    from benchmarks.heldout_answers import OPERATING_POINT, paired, verdict
+    from harness.analysis.model import HEALTHY_ALARMS
+
+    assert OPERATING_POINT == pytest.approx(1 - HEALTHY_ALARMS)
+    a = _answers(600, 0.8, 1.0, seed=4)                     # A calls every healthy log healthy
+    healthy = a.index[a["label"] == "healthy"]
+
+    def alarms(share: float) -> pd.DataFrame:
+        b = a.copy()
+        b.loc[healthy[: int(share * len(healthy))], "answer"] = "tiny_clip"
+        return b
+
+    near = paired(a, alarms(0.05))                           # 95%: at the operating point
+    row = near[(near["view"] == "ppo/sb3") & (near["measure"] == "healthy_called_healthy")].iloc[0]
+    assert row["b"] == pytest.approx(0.95) and row["hi_corrected"] < 0    # worse than A beyond its interval ...
+    assert verdict(near)[0]                                               # ... and allowed
+    far = paired(a, alarms(0.12))                            # 88%: below the operating point
+    ok, why = verdict(far)
+    assert not ok and any("ppo/sb3 healthy_called_healthy" in w for w in why)
+    assert any(w.startswith("all healthy_called_healthy") for w in why)
+    low = _answers(600, 0.8, 0.85, seed=5)                  # A itself below the operating point: B may not go lower
+    assert verdict(paired(low, low))[0]
 
 
 def test_the_paired_measures_are_the_scores_of_harness_analysis_scores() -> None:

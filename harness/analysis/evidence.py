@@ -31,6 +31,7 @@ import numpy as np
 import pandas as pd
 
 from harness.analysis.features import CONFIG_KEYS, as_number, configured_steps
+from harness.analysis.learning import HEALTHY
 from harness.analysis.stats import fisher_greater
 from harness.metrics import REWARD_FN_PREFIX
 
@@ -260,7 +261,6 @@ def combine_frame(probs: pd.DataFrame, observed: pd.DataFrame, table: Rates) -> 
 
 # ---- fitted evidence: a configured setting no healthy training log had ----------------------------------
 
-HEALTHY = "healthy"
 SETTING = "setting"        # item names: setting_below:<key>, setting_above:<key>
 #: settings whose sound range depends on the size of the model or the task, which the training runs do
 #: not span (GRPO's learning rate: 1e-4 .. 2e-3 for the harness's tiny transformers, 1e-6 for TRL's

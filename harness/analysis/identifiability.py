@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-HEALTHY = "healthy"
+from harness.analysis.learning import HEALTHY
+
 INVISIBLE = 0.5      # a fault whose logs are taken for healthy this often leaves no trace in the view
 #                     (0.5, not 0.7: paired on the same held-out runs of the published examples, 0.7 calls
 #                     fewer healthy logs healthy in the SB3 and CleanRL views and lowers top-1 in the TRL and

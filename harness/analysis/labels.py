@@ -15,10 +15,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from faults import FAULTS
-from harness.analysis.learning import NOT_LEARNING
+from harness.analysis.learning import HEALTHY, NOT_LEARNING
 from harness.config import ConfigError
 
-HEALTHY = "healthy"
 INERT = "inert"
 #: labels of stored runs that are neither a class of the model nor scored as one
 UNLABELLED = (NOT_LEARNING, INERT)

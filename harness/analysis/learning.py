@@ -62,7 +62,8 @@ LEARNS = 0.05           # share of the span (PPO) or of the largest reward (GRPO
 Z_NOISE = 1.645         # one-sided 95%: a run is called not learning only when its gain is below LEARNS beyond its noise
 SATURATED = 0.8         # where the run's last fifth sits on that scale, at or above which it counts as learned
 HEAD, TAIL = 0.1, 0.2   # fractions of the run compared: its first tenth, its last fifth
-NOT_LEARNING = "not_learning"
+HEALTHY = "healthy"             # the label of a run that trains, and of a log the diagnosis finds no fault in
+NOT_LEARNING = "not_learning"   # the label of a healthy-configured run that does not learn
 
 
 @dataclass(frozen=True)

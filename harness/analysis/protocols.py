@@ -31,6 +31,7 @@ from harness.analysis.model import (
     expected_calibration_error,
     fit,
     fit_models,
+    resolved_kind,
     save_models,
 )
 from harness.store import RunStore, atomic_write_parquet
@@ -235,6 +236,7 @@ def evaluate_and_save(examples: pd.DataFrame, settings: Mapping[str, tuple[str, 
                                            ("top1", "class_level", "healthy_called_healthy", "tpr", "auroc", "ece")}
     version = examples["feature_version"].iloc[0] if "feature_version" in examples and len(examples) else None
     card = {"trained_on_runs": n_runs, "extra_training_runs": n_extra, "examples": len(examples),
+            "model_kind": resolved_kind(kind),
             "examples_version": version, "views": VIEWS, "settings": dict(settings),
             "models": {f"{a}/{v}": {k: m.info.get(k) for k in ("n_examples", "n_runs", "classes", "out_of_fold")} | {
                 "out_of_sample": m.info.get("out_of_sample"), "threshold": m.anomaly_threshold,

@@ -27,9 +27,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from harness.analysis.learning import HEALTHY
 from harness.analysis.stats import auroc
 
-HEALTHY = "healthy"
 #: answers that do not call the log anomalous
 NOT_ANOMALOUS = (HEALTHY, "too_short")
 #: the rule sets streamed over the same logs (harness.detection.stream.BASELINES, by name: analysis

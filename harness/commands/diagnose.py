@@ -83,7 +83,9 @@ def read(cfg: DictConfig) -> LoadedLog:
 _DONE: dict[str, tuple[LoadedLog, Diagnosis]] = {}
 
 
-def _diagnosed(cfg: DictConfig) -> tuple[LoadedLog, Diagnosis]:
+def diagnosed(cfg: DictConfig) -> tuple[LoadedLog, Diagnosis]:
+    """The log ``cfg`` names, read, and its diagnosis: computed once per configuration (the check before
+    Hydra runs and the command share it; tests call it to diagnose in process as the command does)."""
     key = OmegaConf.to_yaml({k: v for k, v in cfg.items() if k not in ("output", "top")})
     if key not in _DONE:
         log = read(cfg)
@@ -97,7 +99,7 @@ def validate(cfg: DictConfig) -> None:
                           "progress.csv, a W&B export, a verl console log, or a CSV / JSON-lines log)")
     for note in settle(cfg):         # before the checks below, so it shows beside any error they raise
         print(note, file=sys.stderr)
-    _diagnosed(cfg)
+    diagnosed(cfg)
 
 
 def cadence(metrics: Any) -> str:
@@ -204,7 +206,7 @@ def as_json(cfg: DictConfig, log: LoadedLog, d: Diagnosis) -> dict[str, Any]:
 @hydra.main(config_path=str(CONF_DIR), config_name="diagnose", version_base=None)
 def app(cfg: DictConfig) -> None:
     settle(cfg)                      # its notes were printed when the command line was checked (validate)
-    log, d = _diagnosed(cfg)
+    log, d = diagnosed(cfg)
     if cfg.output == "json":
         print(json.dumps(as_json(cfg, log, d), indent=2, default=float))
         return
