@@ -15,7 +15,8 @@ rule changed, all else equal); ``--test-examples PATH`` splits and answers on an
 the same runs while fitting on ``--examples`` (when the views themselves change, e.g. to read a log
 as the framework really writes it, held-out scores on the old and the new views are not
 comparable: judge both models on the new ones); ``--runs-of PATH`` keeps only another build's runs (the
-split is then that build's). It uses only what every version since the held-out protocol has
+split is then that build's); ``--split-of PATH`` keeps every run but draws the split from another build's
+runs, so that runs added since (a supplement) only ever train and the held-out runs are that build's. It uses only what every version since the held-out protocol has
 (``protocols``, ``fit``, ``judge``).
 
 Every catalogue build since session 39 also writes such a table beside its model
@@ -89,10 +90,12 @@ def _patched(patches: list[str]) -> None:
 
 
 def _answers_of_view(examples: pd.DataFrame, algo: str, view: str, split: int, settings: dict,
-                     patches: list[str], tested: pd.DataFrame | None = None) -> list[dict]:
+                     patches: list[str], tested: pd.DataFrame | None = None,
+                     split_of: frozenset[str] | None = None) -> list[dict]:
     """One view's held-out answers on one split, as the catalogue's held-out protocol scores them;
     ``tested``: other examples of the same runs to split and answer on (the model still fits on
-    ``examples``' training part)."""
+    ``examples``' training part); ``split_of``: the runs the split is drawn from (another build's), every
+    other run only ever trained on."""
     import harness
 
     _patched(patches)
@@ -102,7 +105,8 @@ def _answers_of_view(examples: pd.DataFrame, algo: str, view: str, split: int, s
 
     data = examples[(examples["algo"] == algo) & (examples["view"] == view)]
     scored = data if tested is None else tested[(tested["algo"] == algo) & (tested["view"] == view)]
-    protocol = protocols(scored, algo, seed=split, left_out=False)[0]
+    protocol = protocols(scored if split_of is None else scored[scored["run_id"].isin(split_of)], algo, seed=split,
+                         left_out=False)[0]
     test = scored[scored["run_id"].isin(protocol.test) & (scored["prefix"] == 1.0) & scored["testable"].astype(bool)
                   & ~scored["label"].isin(("not_learning", "inert"))
                   & (scored.get("n_rows", pd.Series(MIN_ROWS, index=scored.index)) >= MIN_ROWS)]
@@ -135,6 +139,9 @@ def answers(args: argparse.Namespace) -> None:
         examples = examples.assign(testable=True)
     if args.runs_of:                          # another build's runs only: its held-out split
         examples = examples[examples["run_id"].isin(set(pd.read_parquet(args.runs_of, columns=["run_id"])["run_id"]))]
+    split_of = None
+    if args.split_of:                         # another build's split; runs it lacks only add to training
+        split_of = frozenset(pd.read_parquet(args.split_of, columns=["run_id"])["run_id"])
     tested = None
     if args.test_examples:                    # the same runs rendered another way (another version's views)
         tested = pd.read_parquet(args.test_examples)
@@ -144,12 +151,14 @@ def answers(args: argparse.Namespace) -> None:
             for view in views for split in range(args.splits)]
     print(f"{len(examples)} examples of {examples['run_id'].nunique()} runs; {len(jobs)} held-out fits "
           f"with the harness at {Path(harness.__file__).parent}", flush=True)
-    rows = Parallel(n_jobs=args.jobs, verbose=5)(delayed(_answers_of_view)(examples, *j, settings, args.patch, tested)
+    rows = Parallel(n_jobs=args.jobs, verbose=5)(delayed(_answers_of_view)(examples, *j, settings, args.patch, tested,
+                                                                                   split_of)
                                                for j in jobs)
     table = pd.DataFrame([r for part in rows for r in part])
     commit = subprocess.run(["git", "-C", str(code), "rev-parse", "--short", "HEAD"], capture_output=True,
                             text=True).stdout.strip()
     scored_on = (f" (the runs of {args.runs_of})" if args.runs_of else "") + (
+        f" (held out as {args.split_of} splits them)" if args.split_of else "") + (
         f" (answering on {args.test_examples})" if args.test_examples else "")
     table = table.assign(code=commit + "".join(f" --patch {p}" for p in args.patch),
                          examples=str(args.examples) + scored_on, splits=args.splits)
@@ -332,6 +341,9 @@ def main() -> None:
     p.add_argument("--splits", type=int, default=1)
     p.add_argument("--runs-of", default=None, metavar="PATH",
                    help="keep only the runs of this examples.parquet (another build's): the split is then its split")
+    p.add_argument("--split-of", default=None, metavar="PATH",
+                   help="hold out the runs this examples.parquet's split holds out (another build's); runs it "
+                        "does not have are trained on in every split: more data judged on the same held-out runs")
     p.add_argument("--test-examples", default=None, metavar="PATH",
                    help="split and answer on these examples of the same runs (e.g. the current views' rendering), "
                         "fitting on --examples: a model trained on older views judged on the current ones")

@@ -184,3 +184,24 @@ def test_the_paired_measures_are_the_scores_of_harness_analysis_scores() -> None
     expected = sc.score(judged)
     for name, (mask, right) in measures(t).items():
         assert right[mask].mean() == pytest.approx(getattr(expected, name)), name
+
+
+def test_split_of_holds_out_another_builds_runs_and_only_trains_on_the_rest() -> None:
+    """--split-of: a build with runs added (a supplement) is judged on the held-out runs of the build before
+    them, which answer alike whether or not the added runs exist in the table; the added runs only train."""
+    from benchmarks.heldout_answers import _answers_of_view
+
+    table = pd.read_parquet(ROOT / "results" / "catalogue" / "model" / "examples.parquet")
+    table = table[(table["algo"] == "grpo") & (table["view"] == "trl")]
+    runs = table.drop_duplicates("run_id")
+    before = runs.groupby("fault").head(12)["run_id"]                  # the earlier build: 12 runs a fault
+    added = runs[~runs["run_id"].isin(before)].groupby("fault").head(4)["run_id"]   # a supplement
+    examples = table[table["run_id"].isin(set(before) | set(added))].assign(testable=True)
+    settings = {k: tuple(v) for k, v in json.loads((ROOT / "results" / "catalogue" / "model" / "model_card.json")
+                                                  .read_text())["settings"].items()}
+    earlier = _answers_of_view(examples[examples["run_id"].isin(before)], "grpo", "trl", 0, settings, [])
+    later = _answers_of_view(examples, "grpo", "trl", 0, settings, [], split_of=frozenset(before))
+    assert earlier and {r["run_id"] for r in later} == {r["run_id"] for r in earlier}   # the same held-out runs
+    assert not {r["run_id"] for r in later} & set(added)
+    plain = _answers_of_view(examples, "grpo", "trl", 0, settings, [])                # without it: another split
+    assert {r["run_id"] for r in plain} != {r["run_id"] for r in earlier}
