@@ -16,7 +16,9 @@ the same runs while fitting on ``--examples`` (when the views themselves change,
 as the framework really writes it, held-out scores on the old and the new views are not
 comparable: judge both models on the new ones); ``--runs-of PATH`` keeps only another build's runs (the
 split is then that build's); ``--split-of PATH`` keeps every run but draws the split from another build's
-runs, so that runs added since (a supplement) only ever train and the held-out runs are that build's. It uses only what every version since the held-out protocol has
+runs, so that runs added since (a supplement) only ever train and the held-out runs are that build's. ``--ood`` answers on each held-out env and held-out region protocol instead (one fit per protocol and
+view; the split column names the protocol): logs unlike every training log in an env or a setting, where
+a model's threshold and confidence are tested as a user's own logs test them. It uses only what every version since the held-out protocol has
 (``protocols``, ``fit``, ``judge``).
 
 Every catalogue build since session 39 also writes such a table beside its model
@@ -32,11 +34,17 @@ own interval. The rule (its third wording, session 40, 2026-11-27): **B may repl
 - no view's top-1, class-level or detection AUROC is worse beyond its Bonferroni-corrected interval
   (the family of every view x ruled measure, e.g. 28: mean +- z(1 - 0.05 / 2N) bootstrap standard
   deviations), and top-1 over every view's runs together is not worse beyond its 95% interval;
-- healthy called healthy, in each view (corrected interval) and over all views (95% interval), is not
-  below the lower of A's rate and the operating point OPERATING_POINT (the share of healthy training
-  logs the anomaly threshold is fitted to call healthy) beyond B's own interval.
+- healthy called healthy, in each view (corrected intervals) and over all views (95%): where A's rate
+  is at or above the operating point OPERATING_POINT (the share of healthy training logs the anomaly
+  threshold is fitted to call healthy), B's is not below the operating point beyond B's own interval;
+  where A's is below it (logs off the training range, ``--ood``), B's is not below A's beyond the
+  paired interval. (As first worded in session 40, B's own interval was compared with the lower of
+  A's rate and the operating point in both cases, which let a paired loss below a baseline that was
+  already under the operating point pass; amended the same session, knowing that it turns one verdict,
+  the C = 0.1 refit on held-out envs and regions against the published model, from may to may not.)
 
-Faulty called anomalous is shown and not ruled on: with healthy called healthy it is one point on the
+A refit is published when B may replace the published model on both tables: the held-out runs and
+the held-out envs and regions (``--ood``). Faulty called anomalous is shown and not ruled on: with healthy called healthy it is one point on the
 detection curve, set by the fitted threshold, and a model that ranks logs as well (AUROC) but whose
 threshold lands nearer the operating point trades one for the other. The second wording compared
 both rates with A's, so a candidate whose threshold came out nearer the operating point than A's was
@@ -70,6 +78,7 @@ ATTRIBUTION = ("top1", "class_level")
 RULED = ("healthy_called_healthy", "top1", "class_level", "auroc")   # the rows of a view the rule reads
 OPERATING_POINT = 0.95   # healthy logs answered healthy the anomaly threshold is fitted for (model.HEALTHY_ALARMS)
 NOT_ANOMALOUS = ("healthy", "too_short")
+OOD_KINDS = ("held-out env", "held-out region")   # the protocols --ood answers on
 REPS = 2000
 
 
@@ -91,11 +100,12 @@ def _patched(patches: list[str]) -> None:
 
 def _answers_of_view(examples: pd.DataFrame, algo: str, view: str, split: int, settings: dict,
                      patches: list[str], tested: pd.DataFrame | None = None,
-                     split_of: frozenset[str] | None = None) -> list[dict]:
+                     split_of: frozenset[str] | None = None, ood: bool = False) -> list[dict]:
     """One view's held-out answers on one split, as the catalogue's held-out protocol scores them;
     ``tested``: other examples of the same runs to split and answer on (the model still fits on
     ``examples``' training part); ``split_of``: the runs the split is drawn from (another build's), every
-    other run only ever trained on."""
+    other run only ever trained on; ``ood``: ``split`` is the index of a held-out env or region protocol
+    instead (its name is the rows' split)."""
     import harness
 
     _patched(patches)
@@ -105,8 +115,11 @@ def _answers_of_view(examples: pd.DataFrame, algo: str, view: str, split: int, s
 
     data = examples[(examples["algo"] == algo) & (examples["view"] == view)]
     scored = data if tested is None else tested[(tested["algo"] == algo) & (tested["view"] == view)]
-    protocol = protocols(scored if split_of is None else scored[scored["run_id"].isin(split_of)], algo, seed=split,
-                         left_out=False)[0]
+    if ood:
+        protocol = [p for p in protocols(scored, algo, seed=0, left_out=False) if p.kind in OOD_KINDS][split]
+    else:
+        protocol = protocols(scored if split_of is None else scored[scored["run_id"].isin(split_of)], algo,
+                             seed=split, left_out=False)[0]
     test = scored[scored["run_id"].isin(protocol.test) & (scored["prefix"] == 1.0) & scored["testable"].astype(bool)
                   & ~scored["label"].isin(("not_learning", "inert"))
                   & (scored.get("n_rows", pd.Series(MIN_ROWS, index=scored.index)) >= MIN_ROWS)]
@@ -115,7 +128,7 @@ def _answers_of_view(examples: pd.DataFrame, algo: str, view: str, split: int, s
     except TooFewClasses:
         return []
     where = str(Path(harness.__file__).parent)    # the checkout this worker imported (--code)
-    return [{"harness": where, "split": split, "algo": algo, "view": view, "run_id": run, "fault": fault, "label": j.label,
+    return [{"harness": where, "split": protocol.name if ood else split, "algo": algo, "view": view, "run_id": run, "fault": fault, "label": j.label,
              "answer": j.answer, "score": float(j.score), "members": ",".join(j.members), "known": bool(j.known)}
             for run, fault, j in zip(test["run_id"], test["fault"], judge(model, test))]
 
@@ -147,12 +160,18 @@ def answers(args: argparse.Namespace) -> None:
         tested = pd.read_parquet(args.test_examples)
         tested = tested if "testable" in tested else tested.assign(testable=True)
         tested = tested[tested["run_id"].isin(set(examples["run_id"]))]
-    jobs = [(algo, view, split) for algo, views in VIEWS.items() if (examples["algo"] == algo).any()
-            for view in views for split in range(args.splits)]
+    if args.ood:                              # each held-out env and region instead of the held-out runs
+        from harness.analysis.protocols import protocols
+        count = {algo: sum(p.kind in OOD_KINDS for p in protocols(examples, algo, seed=0, left_out=False))
+                 for algo in VIEWS if (examples["algo"] == algo).any()}
+        jobs = [(algo, view, i) for algo, n in count.items() for view in VIEWS[algo] for i in range(n)]
+    else:
+        jobs = [(algo, view, split) for algo, views in VIEWS.items() if (examples["algo"] == algo).any()
+                for view in views for split in range(args.splits)]
     print(f"{len(examples)} examples of {examples['run_id'].nunique()} runs; {len(jobs)} held-out fits "
           f"with the harness at {Path(harness.__file__).parent}", flush=True)
     rows = Parallel(n_jobs=args.jobs, verbose=5)(delayed(_answers_of_view)(examples, *j, settings, args.patch, tested,
-                                                                                   split_of)
+                                                                                   split_of, args.ood)
                                                for j in jobs)
     table = pd.DataFrame([r for part in rows for r in part])
     commit = subprocess.run(["git", "-C", str(code), "rev-parse", "--short", "HEAD"], capture_output=True,
@@ -161,7 +180,7 @@ def answers(args: argparse.Namespace) -> None:
         f" (held out as {args.split_of} splits them)" if args.split_of else "") + (
         f" (answering on {args.test_examples})" if args.test_examples else "")
     table = table.assign(code=commit + "".join(f" --patch {p}" for p in args.patch),
-                         examples=str(args.examples) + scored_on, splits=args.splits)
+                         examples=str(args.examples) + scored_on, splits="ood" if args.ood else args.splits)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     table.to_parquet(args.out)
     print(f"{len(table)} held-out answers ({table['run_id'].nunique()} runs) -> {args.out}")
@@ -277,11 +296,16 @@ def verdict(table: pd.DataFrame) -> tuple[bool, list[str]]:
     worse += [f"top1 over every view: {r.b_minus_a:+.3f} [{r.lo:+.3f}, {r.hi:+.3f}]"
               for r in overall.itertuples() if r.measure == "top1" and r.hi < 0]
     for r in table[table["measure"] == "healthy_called_healthy"].itertuples():
-        floor = min(r.a, OPERATING_POINT)
-        reach = r.b_hi_corrected if r.view != "all" else r.b_hi
-        if reach < floor:
-            worse.append(f"{r.view} healthy_called_healthy: {r.b:.3f}, below {floor:.3f} (the lower of A's "
-                         f"{r.a:.3f} and the operating point {OPERATING_POINT}) beyond its interval (to {reach:.3f})")
+        per_view = r.view != "all"
+        if r.a >= OPERATING_POINT:          # A above the operating point: B may come down to it, not below
+            reach = r.b_hi_corrected if per_view else r.b_hi
+            if reach < OPERATING_POINT:
+                worse.append(f"{r.view} healthy_called_healthy: {r.b:.3f}, below the operating point "
+                             f"{OPERATING_POINT} beyond its interval (to {reach:.3f})")
+        elif (r.hi_corrected if per_view else r.hi) < 0:   # A below it already: B no lower than A (paired)
+            worse.append(f"{r.view} healthy_called_healthy: {r.b_minus_a:+.3f} with A ({r.a:.3f}) below the "
+                         f"operating point ({'corrected ' if per_view else ''}[{r.lo_corrected if per_view else r.lo:+.3f}, "
+                         f"{r.hi_corrected if per_view else r.hi:+.3f}])")
     return not worse, worse
 
 
@@ -319,16 +343,17 @@ def compare(args: argparse.Namespace) -> None:
         text += "".join("| " + " | ".join(str(v) for v in r) + " |\n" for r in rows.itertuples(index=False))
     print(text)
     if args.out:
-        out = Path(args.out)
-        out.with_suffix(".md").write_text(f"# Held-out answers compared\n\nGenerated by `python benchmarks/"
+        out = Path(args.out.removesuffix(".md").removesuffix(".json"))   # a NAME; a dot in it is not a suffix
+        md, js = out.with_name(out.name + ".md"), out.with_name(out.name + ".json")
+        md.write_text(f"# Held-out answers compared\n\nGenerated by `python benchmarks/"
                                           f"heldout_answers.py compare {args.a} {args.b} --out {args.out}"
                                           f"{''.join(' --per-fault ' + v for v in args.per_fault)}` on "
                                           f"{datetime.now(timezone.utc).isoformat(timespec='seconds')}.\n\n" + text)
         ok, why = verdict(table)
-        out.with_suffix(".json").write_text(json.dumps({"a": name[args.a], "b": name[args.b], "may_replace": ok,
+        js.write_text(json.dumps({"a": name[args.a], "b": name[args.b], "may_replace": ok,
                                                         "reasons": why, "rows": table.to_dict("records")},
                                                        indent=1) + "\n")
-        print(f"recorded -> {out.with_suffix('.md')}, {out.with_suffix('.json')}")
+        print(f"recorded -> {md}, {js}")
 
 
 def main() -> None:
@@ -341,6 +366,9 @@ def main() -> None:
     p.add_argument("--splits", type=int, default=1)
     p.add_argument("--runs-of", default=None, metavar="PATH",
                    help="keep only the runs of this examples.parquet (another build's): the split is then its split")
+    p.add_argument("--ood", action="store_true",
+                   help="answer on each held-out env and region protocol (logs unlike every training log in "
+                        "a setting or an env) instead of the held-out runs; the split column names the protocol")
     p.add_argument("--split-of", default=None, metavar="PATH",
                    help="hold out the runs this examples.parquet's split holds out (another build's); runs it "
                         "does not have are trained on in every split: more data judged on the same held-out runs")

@@ -216,6 +216,10 @@ def test_dataset_has_labels_runs_splits_and_datasheet(store):
     sheet = (root / "dataset" / "DATASHEET.md").read_text()
     assert "| shared_policy | ppo/cartpole/native |" in sheet and "## Library versions" in sheet
     assert "- torch: " in sheet
+    assert "harness/__main__.py" not in sheet     # commands as a user types them, not the checkout's path
+    from harness.analysis.dataset import as_module_command
+    assert as_module_command("/src/harness/__main__.py -m +sweep=dataset seed=1") == "python -m harness -m +sweep=dataset seed=1"
+    assert as_module_command("rlfh -m +sweep=dataset") == "rlfh -m +sweep=dataset"
 
 
 def test_statistics():

@@ -168,6 +168,14 @@ def test_healthy_rate_is_judged_against_the_operating_point_not_only_the_baselin
     assert any(w.startswith("all healthy_called_healthy") for w in why)
     low = _answers(600, 0.8, 0.85, seed=5)                  # A itself below the operating point: B may not go lower
     assert verdict(paired(low, low))[0]
+    lower = low.copy()                                       # 3 points lower, within B's own interval of A's rate
+    still = lower.index[(lower["label"] == "healthy") & (lower["answer"] == "healthy")]
+    lower.loc[still[:18], "answer"] = "tiny_clip"
+    table = paired(low, lower)
+    row = table[(table["view"] == "ppo/sb3") & (table["measure"] == "healthy_called_healthy")].iloc[0]
+    assert row["b_hi_corrected"] > row["a"] and row["hi_corrected"] < 0    # unpaired it would pass; paired it is worse
+    ok, why = verdict(table)
+    assert not ok and any("ppo/sb3 healthy_called_healthy" in w and "below the operating point" in w for w in why)
 
 
 def test_the_paired_measures_are_the_scores_of_harness_analysis_scores() -> None:
@@ -205,3 +213,30 @@ def test_split_of_holds_out_another_builds_runs_and_only_trains_on_the_rest() ->
     assert not {r["run_id"] for r in later} & set(added)
     plain = _answers_of_view(examples, "grpo", "trl", 0, settings, [])                # without it: another split
     assert {r["run_id"] for r in plain} != {r["run_id"] for r in earlier}
+
+
+def test_ood_answers_each_held_out_region_on_its_own_runs() -> None:
+    """--ood: a held-out env or region protocol per job; its rows are that protocol's held-out runs, named by it."""
+    from benchmarks.heldout_answers import OOD_KINDS, _answers_of_view
+    from harness.analysis.protocols import protocols
+
+    table = pd.read_parquet(ROOT / "results" / "catalogue" / "model" / "examples.parquet")
+    table = table[(table["algo"] == "grpo") & (table["view"] == "trl")]
+    table = table[table["run_id"].isin(table.drop_duplicates("run_id").groupby("fault").head(10)["run_id"])]
+    table = table.assign(testable=True)
+    ood = [p for p in protocols(table, "grpo", seed=0, left_out=False) if p.kind in OOD_KINDS]
+    assert ood
+    rows = _answers_of_view(table, "grpo", "trl", 0, {}, [], ood=True)
+    assert rows and {r["split"] for r in rows} == {ood[0].name}
+    assert {r["run_id"] for r in rows} <= ood[0].test
+
+
+def test_compare_records_a_name_with_a_dot_whole(tmp_path: Path) -> None:
+    """--out NAME_C0.1 writes NAME_C0.1.md and .json (a dot in the name is not a suffix to replace)."""
+    a = _answers(50, 0.8, 0.95, seed=6)
+    a.to_parquet(tmp_path / "a.parquet")
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "heldout_answers.py"), "compare",
+                          str(tmp_path / "a.parquet"), str(tmp_path / "a.parquet"), "--out", str(tmp_path / "x_C0.1")],
+                         cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert (tmp_path / "x_C0.1.md").is_file() and json.loads((tmp_path / "x_C0.1.json").read_text())["may_replace"]

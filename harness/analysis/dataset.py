@@ -100,6 +100,15 @@ def _values_line(values: list[int]) -> str:
     return f"{len(values)} distinct values from {values[0]} to {values[-1]} (each run's in runs.parquet)"
 
 
+
+def as_module_command(command: str) -> str:
+    """A stored run's ``command`` (its ``sys.argv``) as a user types it: ``.../harness/__main__.py -m ...``
+    -> ``python -m harness -m ...`` (the checkout a run was trained from is not part of how to make it)."""
+    head, _, rest = command.partition(" ")
+    if head.endswith(("harness/__main__.py", "harness\\__main__.py")):
+        return f"python -m harness {rest}".rstrip()
+    return command
+
 def datasheet(runs: pd.DataFrame, data: pd.DataFrame, rs: RunSet, command: str) -> str:
     """DATASHEET.md of the labelled dataset: what it is, how it was made (``command``), the runs per
     fault and setup by status, the splits, the columns of data.parquet / runs.parquet, and what the
@@ -132,7 +141,7 @@ def datasheet(runs: pd.DataFrame, data: pd.DataFrame, rs: RunSet, command: str) 
                     [[fault, setup, *(int(v) for v in row)] for (fault, setup), row in counts.iterrows()])]
     seeds = sorted(int(s) for s in runs["seed"].unique())
     budgets = runs.groupby(["algo", "env"])["total_timesteps"].unique()
-    commands = Counter(m.get("command", "") for m in rs.metas.values())
+    commands = Counter(as_module_command(m.get("command", "")) for m in rs.metas.values())
     versions: dict[str, set[str]] = {}
     for m in rs.metas.values():
         for lib, v in m["versions"].items():
