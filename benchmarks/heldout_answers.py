@@ -16,10 +16,11 @@ the same runs while fitting on ``--examples`` (when the views themselves change,
 as the framework really writes it, held-out scores on the old and the new views are not
 comparable: judge both models on the new ones); ``--runs-of PATH`` keeps only another build's runs (the
 split is then that build's); ``--split-of PATH`` keeps every run but draws the split from another build's
-runs, so that runs added since (a supplement) only ever train and the held-out runs are that build's. ``--ood`` answers on each held-out env and held-out region protocol instead (one fit per protocol and
-view; the split column names the protocol): logs unlike every training log in an env or a setting, where
-a model's threshold and confidence are tested as a user's own logs test them. It uses only what every version since the held-out protocol has
-(``protocols``, ``fit``, ``judge``).
+runs, so that runs added since (a supplement) only ever train and the held-out runs are that build's.
+``--ood`` answers on each held-out env and held-out region protocol instead (one fit per protocol and
+view; the split column names the protocol): logs unlike every training log in an env or a setting,
+where a model's threshold and confidence are tested as a user's own logs test them. It uses only what
+every version since the held-out protocol has (``protocols``, ``fit``, ``judge``).
 
 Every catalogue build since session 39 also writes such a table beside its model
 (``catalogue/model/heldout.parquet``: the held-out-runs protocol's one split, seed 0), so a build
@@ -44,8 +45,8 @@ own interval. The rule (its third wording, session 40, 2026-11-27): **B may repl
   the C = 0.1 refit on held-out envs and regions against the published model, from may to may not.)
 
 A refit is published when B may replace the published model on both tables: the held-out runs and
-the held-out envs and regions (``--ood``). Faulty called anomalous is shown and not ruled on: with healthy called healthy it is one point on the
-detection curve, set by the fitted threshold, and a model that ranks logs as well (AUROC) but whose
+the held-out envs and regions (``--ood``). Faulty called anomalous is shown and not ruled on: with
+healthy called healthy it is one point on the detection curve, set by the fitted threshold, and a model that ranks logs as well (AUROC) but whose
 threshold lands nearer the operating point trades one for the other. The second wording compared
 both rates with A's, so a candidate whose threshold came out nearer the operating point than A's was
 refused for calling fewer healthy logs healthy even when it ranked and named every view's logs as well
@@ -74,7 +75,6 @@ import pandas as pd
 
 ROOT = Path(__file__).resolve().parent.parent
 MEASURES = ("healthy_called_healthy", "tpr", "top1", "class_level")
-ATTRIBUTION = ("top1", "class_level")
 RULED = ("healthy_called_healthy", "top1", "class_level", "auroc")   # the rows of a view the rule reads
 OPERATING_POINT = 0.95   # healthy logs answered healthy the anomaly threshold is fitted for (model.HEALTHY_ALARMS)
 NOT_ANOMALOUS = ("healthy", "too_short")
@@ -243,6 +243,7 @@ def paired(a: pd.DataFrame, b: pd.DataFrame, seed: int = 0) -> pd.DataFrame:
         ma, mb = measures(side["a"]), measures(side["b"])
         runs, idx = np.unique(g["run_id"].to_numpy(), return_inverse=True)
         draws = rng.integers(0, len(runs), size=(REPS, len(runs)))
+        counts = np.stack([np.bincount(d, minlength=len(runs)) for d in draws])   # draws x runs: times drawn
         for m in MEASURES:
             mask, ra = ma[m]
             rb = mb[m][1]
@@ -253,13 +254,12 @@ def paired(a: pd.DataFrame, b: pd.DataFrame, seed: int = 0) -> pd.DataFrame:
             da = np.bincount(idx, weights=(ra & mask), minlength=len(runs))
             db = np.bincount(idx, weights=(rb & mask), minlength=len(runs))
             cnt = np.bincount(idx, weights=mask, minlength=len(runs))
-            tot = cnt[draws].sum(axis=1)
+            tot = counts @ cnt
             with np.errstate(invalid="ignore", divide="ignore"):
-                out.append(_row(name, m, n, ra[mask].mean(), rb[mask].mean(),
-                                da[draws].sum(axis=1) / tot, db[draws].sum(axis=1) / tot))
+                out.append(_row(name, m, n, ra[mask].mean(), rb[mask].mean(), counts @ da / tot, counts @ db / tot))
         faulty = (g["label_a"] != "healthy").to_numpy()
         if name != "all" and faulty.any() and not faulty.all() and {"score_a", "score_b"} <= set(g):
-            weights = np.stack([np.bincount(d, minlength=len(runs)) for d in draws])[:, idx]
+            weights = counts[:, idx]
             sa, sb = g["score_a"].to_numpy(float), g["score_b"].to_numpy(float)
             whole = np.ones((1, len(g)))
             out.append(_row(name, "auroc", len(g), float(weighted_auroc(sa, faulty, whole)[0]),
@@ -292,7 +292,8 @@ def verdict(table: pd.DataFrame) -> tuple[bool, list[str]]:
     """The rule of the module docstring: (B may replace A, the reasons it may not)."""
     views, overall = table[table["view"] != "all"], table[table["view"] == "all"]
     worse = [f"{r.view} {r.measure}: {r.b_minus_a:+.3f} (corrected [{r.lo_corrected:+.3f}, {r.hi_corrected:+.3f}])"
-             for r in views.itertuples() if r.measure in ATTRIBUTION + ("auroc",) and r.hi_corrected < 0]
+             for r in views.itertuples()
+             if r.measure in RULED and r.measure != "healthy_called_healthy" and r.hi_corrected < 0]
     worse += [f"top1 over every view: {r.b_minus_a:+.3f} [{r.lo:+.3f}, {r.hi:+.3f}]"
               for r in overall.itertuples() if r.measure == "top1" and r.hi < 0]
     for r in table[table["measure"] == "healthy_called_healthy"].itertuples():

@@ -100,7 +100,6 @@ def _values_line(values: list[int]) -> str:
     return f"{len(values)} distinct values from {values[0]} to {values[-1]} (each run's in runs.parquet)"
 
 
-
 def as_module_command(command: str) -> str:
     """A stored run's ``command`` (its ``sys.argv``) as a user types it: ``.../harness/__main__.py -m ...``
     -> ``python -m harness -m ...`` (the checkout a run was trained from is not part of how to make it)."""
@@ -108,6 +107,7 @@ def as_module_command(command: str) -> str:
     if head.endswith(("harness/__main__.py", "harness\\__main__.py")):
         return f"python -m harness {rest}".rstrip()
     return command
+
 
 def datasheet(runs: pd.DataFrame, data: pd.DataFrame, rs: RunSet, command: str) -> str:
     """DATASHEET.md of the labelled dataset: what it is, how it was made (``command``), the runs per

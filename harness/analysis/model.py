@@ -89,7 +89,7 @@ def check_kind(kind: str) -> str:
 
 
 def resolved_kind(kind: str) -> str:
-    """``kind`` with the logistic strength it is fitted with spelled out (``logistic`` -> ``logistic:0.1``):
+    """``kind`` with the logistic strength it is fitted with spelled out (``logistic`` -> ``logistic:0.03``):
     what a model card records, so that a change of the default is visible in the models it made."""
     return f"logistic:{LOGISTIC_C}" if kind == "logistic" else kind
 
