@@ -145,6 +145,10 @@ def answers(args: argparse.Namespace) -> None:
     path = Path(args.examples)
     if not path.is_file() or not path.with_name("model_card.json").is_file():
         raise SystemExit(f"--examples {path}: not a build's examples.parquet with its model_card.json beside it")
+    for option, other in (("--runs-of", args.runs_of), ("--split-of", args.split_of),
+                          ("--test-examples", args.test_examples)):
+        if other and not Path(other).is_file():
+            raise SystemExit(f"{option} {other}: no such file (another build's examples.parquet)")
     examples = pd.read_parquet(path)
     settings = {k: tuple(v) for k, v in json.loads(path.with_name("model_card.json").read_text())
                 .get("settings", {}).items()}

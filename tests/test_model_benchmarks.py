@@ -113,7 +113,10 @@ def test_patch_sets_a_constant_with_its_type_and_refuses_an_unknown_one() -> Non
 
 
 @pytest.mark.parametrize("argv", [["compare", "nope_a.parquet", "nope_b.parquet"],
-                                  ["answers", "--examples", "nope.parquet", "--out", "x.parquet"]])
+                                  ["answers", "--examples", "nope.parquet", "--out", "x.parquet"],
+                                  ["answers", "--examples", str(ROOT / "results" / "catalogue" / "model" /
+                                                                "examples.parquet"),
+                                   "--split-of", "nope.parquet", "--out", "x.parquet"]])
 def test_heldout_answers_bad_paths_end_with_one_error_line(argv: list[str], tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "heldout_answers.py"), *argv], cwd=tmp_path,
                          capture_output=True, text=True)
