@@ -3,6 +3,7 @@ command's --help, and the old names of renamed keys."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -257,3 +258,27 @@ def test_diagnose_command_prints_a_note_per_old_name(tmp_path):
     # the reader's words follow this command's vocabulary: select=, not run=
     assert lines[3:] == [f"error: select=x chooses a run inside a directory; log={log} is a file"]
     assert out.returncode == 2
+
+
+# ---- a bare path is the log ----------------------------------------------------------------------
+
+def test_a_bare_path_is_the_log_and_a_bad_one_is_one_line(tmp_path):
+    from harness.commands.app import with_positional
+
+    log = Path(__file__).parent / "data" / "sb3" / "progress.csv"
+    assert with_positional([str(log), "output=json"], "log") == [f"log={log}", "output=json"]
+    assert with_positional(["--cfg", "job", f"log={log}"], "log") == ["--cfg", "job", f"log={log}"]
+    assert with_positional(["output=json"], "log") == ["output=json"]
+    with pytest.raises(ConfigError, match="one log at a time"):
+        with_positional([str(log), f"log={log}"], "log")
+    with pytest.raises(ConfigError, match="no such file or directory"):
+        with_positional([str(tmp_path / "missing.csv")], "log")
+    out = subprocess.run([sys.executable, "-m", "harness.diagnose", str(log), "output=json"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["log"] == str(log)
+    bad = subprocess.run([sys.executable, "-m", "harness.watch", str(tmp_path / "missing.csv")],
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2
+    assert bad.stderr.strip().splitlines() == [f"error: {tmp_path / 'missing.csv'}: no such file or directory "
+                                               "(the log to read: log=PATH)"]

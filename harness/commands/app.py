@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, read_write
@@ -16,10 +17,17 @@ from harness.pipeline.compose import CONFIG_NAME, preflight
 
 def run_app(hydra_app: Callable[[], None], config_name: str = CONFIG_NAME,
             validate: Callable[[DictConfig], object] = load_experiment,
-            argv: list[str] | None = None) -> None:
-    """Validate the command line (one-line error, exit 2), then hand it to the Hydra app."""
+            argv: list[str] | None = None, positional: str | None = None) -> None:
+    """Validate the command line (one-line error, exit 2), then hand it to the Hydra app.
+    ``positional``: the key a bare path on the command line sets (``rlfh-diagnose run.csv`` is
+    ``rlfh-diagnose log=run.csv``)."""
+    own = argv is None
     argv = sys.argv[1:] if argv is None else argv
     try:
+        if positional is not None:
+            argv = with_positional(argv, positional)
+            if own:
+                sys.argv[1:] = argv          # what Hydra reads
         preflight(argv, config_name, validate)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -42,3 +50,24 @@ def renamed(cfg: DictConfig, aliases: dict[str, tuple[str, Any]]) -> list[str]:
             cfg[new] = value
         notes.append(f"note: {old}= is now {new}= (the old name still works)")
     return notes
+
+
+#: Hydra's options whose value is the next argument (``--cfg job``): never a positional path
+HYDRA_VALUED = {"--cfg", "-c", "--package", "-p", "--info", "-i", "--config-path", "-cp", "--config-name", "-cn",
+                "--config-dir", "-cd", "--experimental-rerun", "--shell-completion", "-sc"}
+
+
+def with_positional(argv: list[str], key: str) -> list[str]:
+    """The command line with its one bare argument (no ``=``, not an option) turned into ``key=ARG``;
+    raises ConfigError for a bare argument that names no file or directory, or for more than one."""
+    bare = [i for i, a in enumerate(argv) if "=" not in a and not a.startswith(("-", "+", "~"))
+            and not (i and argv[i - 1] in HYDRA_VALUED)]
+    if not bare:
+        return list(argv)
+    if len(bare) > 1 or any(a.startswith(f"{key}=") for a in argv):
+        raise ConfigError(f"one {key} at a time: {' '.join(argv[i] for i in bare)} "
+                          f"(give it as {key}=PATH)")
+    path = argv[bare[0]]
+    if not Path(path).exists():
+        raise ConfigError(f"{path}: no such file or directory (the {key} to read: {key}=PATH)")
+    return [f"{key}={path}" if i == bare[0] else a for i, a in enumerate(argv)]

@@ -214,7 +214,7 @@ def app(cfg: DictConfig) -> None:
 
 
 def main() -> None:
-    run_app(app, config_name="diagnose", validate=validate)
+    run_app(app, config_name="diagnose", validate=validate, positional="log")
 
 
 if __name__ == "__main__":

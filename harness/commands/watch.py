@@ -118,7 +118,7 @@ def app(cfg: DictConfig) -> None:
 
 
 def main() -> None:
-    run_app(app, config_name="watch", validate=validate)
+    run_app(app, config_name="watch", validate=validate, positional="log")
 
 
 if __name__ == "__main__":
