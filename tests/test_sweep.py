@@ -98,6 +98,11 @@ def test_catalogue_plan_covers_faults_setups_onsets_controls():
     # a list of faults still trains their twins: the healthy runs are planned whether or not it names none
     few = plan([Setup("ppo", "cartpole")], [], ["vf_clip_unscaled"], 2, algo_name=lambda s: "ppo")
     assert sorted(j[3] for j in few) == ["fault=none"] * 2 + ["fault=vf_clip_unscaled"] * 2
+    # a setup's own onsets replace the sweep's for it alone (TRL at onset 0 while native GRPO has both)
+    own = plan([Setup("ppo", "cartpole"), Setup("grpo", "toyseq", onsets=("0",))], [], ["zero_reward"], 2,
+               algo_name=lambda s: s.algo, onsets=["0", "mid"], n_updates=lambda s: 30)
+    mid = {j[0] for j in own if any(o.startswith("fault.onset=") for o in j)}
+    assert mid == {"algo=ppo"} and sum(j[:2] == ["algo=grpo", "env=toyseq"] for j in own) == 4
     assert mid_onset("zero_reward", 3, 30) == mid_onset("zero_reward", 3, 30)
     assert len({mid_onset("zero_reward", seed, 300) for seed in range(12)}) > 6          # a spread of onsets
 
@@ -106,6 +111,9 @@ def test_catalogue_plan_covers_faults_setups_onsets_controls():
     (["seed=0,1"], "the catalogue sweep builds its own job list"),
     (["hydra.sweeper.faults=[none,nope]"], "unknown fault 'nope' in hydra.sweeper.faults"),
     (["hydra.sweeper.setups=[{algo:ppo,env:mars,backend:native}]"], "unknown env 'mars'"),
+    (["hydra.sweeper.setups=[{algo:ppo,env:cartpole,onset:[0]}]"], "unknown key 'onset'; valid keys: algo, env"),
+    (["hydra.sweeper.setups=[{algo:ppo,env:cartpole,onsets:[late]}]"],
+     "the onsets of setup ppo/cartpole/native=['late']; valid values: 0, mid"),
 ])
 def test_bad_catalogue_sweep_is_one_line(tmp_path, args, message):
     out = harness("-m", "+sweep=catalogue", f"results_dir={tmp_path}", *args)

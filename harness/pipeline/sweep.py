@@ -33,18 +33,32 @@ from harness.store import RunStore, run_id
 
 @dataclass(frozen=True)
 class Setup:
-    """An (algorithm config, env config, backend) to run faults on."""
+    """An (algorithm config, env config, backend) to run faults on; ``onsets``: this setup's onset
+    kinds when they differ from the sweep's (e.g. onset 0 alone where runs are expensive)."""
 
     algo: str
     env: str
     backend: str = "native"
+    onsets: tuple[str, ...] | None = None
 
     def overrides(self) -> list[str]:
         return [f"algo={self.algo}", f"env={self.env}", f"backend={self.backend}"]
 
 
 def as_setups(items: Sequence[Any]) -> list[Setup]:
-    return [Setup(**dict(item)) for item in items]
+    """Setups from the sweep's YAML entries ({algo, env, backend[, onsets]})."""
+    out = []
+    known = [f.name for f in dataclasses.fields(Setup)]
+    for item in items:
+        fields = dict(item)
+        unknown = [k for k in fields if k not in known]
+        if unknown or not {"algo", "env"} <= set(fields):
+            raise ConfigError(f"setup {fields}: " + (f"unknown key {unknown[0]!r}" if unknown else "needs algo and env")
+                              + f"; valid keys: {', '.join(known)}")
+        if fields.get("onsets") is not None:
+            fields["onsets"] = tuple(str(o) for o in fields["onsets"])   # Hydra reads a bare 0 as an integer
+        out.append(Setup(**fields))
+    return out
 
 
 ONSETS = ("0", "mid")
@@ -80,9 +94,12 @@ def plan(setups: Sequence[Setup], controls: Sequence[Setup], faults: Sequence[st
     if seeds < 1:
         raise ConfigError(f"hydra.sweeper.seeds={seeds} must be >= 1")
     onsets = [str(o) for o in onsets]        # Hydra reads a bare 0 as an integer
-    bad = [o for o in onsets if o not in ONSETS]
-    if bad or not onsets:
-        raise ConfigError(f"hydra.sweeper.onsets={list(onsets)}; valid values: {', '.join(ONSETS)}")
+    for kinds, where in [(onsets, "hydra.sweeper.onsets"),
+                         *((list(s.onsets), f"the onsets of setup {s.algo}/{s.env}/{s.backend}")
+                           for s in setups if s.onsets is not None)]:
+        bad = [o for o in kinds if o not in ONSETS]
+        if bad or not kinds:
+            raise ConfigError(f"{where}={list(kinds)}; valid values: {', '.join(ONSETS)}")
     cases: list[tuple[Setup, str, tuple[str, ...]]] = []
     for setup in setups:
         algo = algo_name(setup)
@@ -100,7 +117,8 @@ def plan(setups: Sequence[Setup], controls: Sequence[Setup], faults: Sequence[st
         batched = engine == "seed_batched" and algo_name(setup) == "ppo" and setup.backend == "native"
         how = [BATCHED] if batched else []
         kinds = FAULTS[fault].onset_kinds     # "0" runs the fault's default onset (mid-run for a resume's bug)
-        for onset in ([o for o in onsets if o == "0" or "mid" in kinds] if fault != "none" else ("0",)):
+        wanted = onsets if setup.onsets is None else setup.onsets
+        for onset in ([o for o in wanted if o == "0" or "mid" in kinds] if fault != "none" else ("0",)):
             for seed in range(seeds):
                 at = [] if onset == "0" else [f"fault.onset={mid_onset(fault, seed, n_updates(setup))}"]
                 jobs.append([*setup.overrides(), f"fault={fault}", *setting, *at, f"seed={seed}", "twin=false",
