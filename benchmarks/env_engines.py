@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
-ENVS = ["CartPole-v1", "Acrobot-v1", "LunarLander-v3", "Pendulum-v1", "HalfCheetah-v5"]
+ENVS = ["CartPole-v1", "Acrobot-v1", "LunarLander-v3", "Pendulum-v1", "HalfCheetah-v5", "Hopper-v5"]
 ENGINES = ["gymnasium", "gymnasium_async", "envpool"]
 TOLERANCE = 0.15          # relative difference in mean episode length / reward per step called a match
 

@@ -103,6 +103,10 @@ def test_catalogue_plan_covers_faults_setups_onsets_controls():
                algo_name=lambda s: s.algo, onsets=["0", "mid"], n_updates=lambda s: 30)
     mid = {j[0] for j in own if any(o.startswith("fault.onset=") for o in j)}
     assert mid == {"algo=ppo"} and sum(j[:2] == ["algo=grpo", "env=toyseq"] for j in own) == 4
+    # a setup's extra overrides go with its runs alone
+    extra = plan([Setup("ppo", "acrobot", extra=("env.engine=envpool",)), Setup("ppo", "cartpole")], [],
+                 ["zero_reward"], 1, algo_name=lambda s: s.algo)
+    assert {j[1] for j in extra if "env.engine=envpool" in j} == {"env=acrobot"}
     assert mid_onset("zero_reward", 3, 30) == mid_onset("zero_reward", 3, 30)
     assert len({mid_onset("zero_reward", seed, 300) for seed in range(12)}) > 6          # a spread of onsets
 
@@ -112,6 +116,7 @@ def test_catalogue_plan_covers_faults_setups_onsets_controls():
     (["hydra.sweeper.faults=[none,nope]"], "unknown fault 'nope' in hydra.sweeper.faults"),
     (["hydra.sweeper.setups=[{algo:ppo,env:mars,backend:native}]"], "unknown env 'mars'"),
     (["hydra.sweeper.setups=[{algo:ppo,env:cartpole,onset:[0]}]"], "unknown key 'onset'; valid keys: algo, env"),
+    (["hydra.sweeper.setups=[{algo:ppo,env:cartpole,extra:['env.engine=steam']}]"], "env.engine='steam'"),
     (["hydra.sweeper.setups=[{algo:ppo,env:cartpole,onsets:[late]}]"],
      "the onsets of setup ppo/cartpole/native=['late']; valid values: 0, mid"),
 ])

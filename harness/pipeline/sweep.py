@@ -34,15 +34,17 @@ from harness.store import RunStore, run_id
 @dataclass(frozen=True)
 class Setup:
     """An (algorithm config, env config, backend) to run faults on; ``onsets``: this setup's onset
-    kinds when they differ from the sweep's (e.g. onset 0 alone where runs are expensive)."""
+    kinds when they differ from the sweep's (e.g. onset 0 alone where runs are expensive); ``extra``:
+    overrides of this setup's runs alone (e.g. ``env.engine=envpool`` where that engine is faster)."""
 
     algo: str
     env: str
     backend: str = "native"
     onsets: tuple[str, ...] | None = None
+    extra: tuple[str, ...] = ()
 
     def overrides(self) -> list[str]:
-        return [f"algo={self.algo}", f"env={self.env}", f"backend={self.backend}"]
+        return [f"algo={self.algo}", f"env={self.env}", f"backend={self.backend}", *self.extra]
 
 
 def as_setups(items: Sequence[Any]) -> list[Setup]:
@@ -57,6 +59,7 @@ def as_setups(items: Sequence[Any]) -> list[Setup]:
                               + f"; valid keys: {', '.join(known)}")
         if fields.get("onsets") is not None:
             fields["onsets"] = tuple(str(o) for o in fields["onsets"])   # Hydra reads a bare 0 as an integer
+        fields["extra"] = tuple(str(o) for o in fields.get("extra") or ())
         out.append(Setup(**fields))
     return out
 
