@@ -3,6 +3,8 @@ the fault's env hook."""
 
 from __future__ import annotations
 
+import contextlib
+import warnings
 from typing import Any
 
 import gymnasium as gym
@@ -31,11 +33,17 @@ class EnvPoolVectorEnv(VectorEnv):
 
     def __init__(self, env_id: str, num_envs: int, **kwargs: Any) -> None:
         envpool = _envpool()
-        self._make = lambda seed: envpool.make_gymnasium(env_id, num_envs=num_envs, seed=seed, **kwargs)
+
+        def make(seed: int) -> Any:
+            with _float32_bounds_quiet():
+                return envpool.make_gymnasium(env_id, num_envs=num_envs, seed=seed, **kwargs)
+
+        self._make = make
         self._env = self._make(0)
         self.num_envs = num_envs
-        self.single_observation_space = self._env.observation_space
-        act = self._env.action_space
+        with _float32_bounds_quiet():
+            self.single_observation_space = self._env.observation_space
+            act = self._env.action_space
         if isinstance(act, gym.spaces.Box) and act.dtype == np.float64:
             act = gym.spaces.Box(act.low.astype(np.float32), act.high.astype(np.float32), act.shape, np.float32)
         self.single_action_space = act
@@ -56,6 +64,15 @@ class EnvPoolVectorEnv(VectorEnv):
 
     def close_extras(self, **kwargs: Any) -> None:
         self._env.close()
+
+
+@contextlib.contextmanager
+def _float32_bounds_quiet() -> Any:
+    """EnvPool declares float32 spaces with float64 bounds, which gymnasium warns about every time a
+    space is built: silenced (the spaces are gymnasium's float32 ones either way)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*precision lowered by casting to float32")
+        yield
 
 
 def _envpool() -> Any:
