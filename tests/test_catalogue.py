@@ -319,3 +319,21 @@ def test_a_fault_of_a_later_code_version_still_finds_its_twins():
     faulty, twin = exp.key(), healthy_twin(exp).key()
     assert faulty["fault_version"] == 2 and twin["fault_version"] == 1
     assert base_key({"config": faulty}) == base_key({"config": {**twin, "seed": 5}})
+
+
+def test_a_run_that_diverged_in_its_first_update_has_an_empty_view(tmp_path):
+    """whiten_tiny_batch at onset 0 goes NaN in its first update: SB3 would have logged only its time/
+    rows. The catalogue's views read that as a run with no metric (it raised the reader's 'none of the
+    metrics profile=sb3 knows' and stopped the whole build)."""
+    from harness.analysis.runs import RunSet
+    from harness.catalogue.views import view_frames
+
+    # on Acrobot no episode ends in a first update of 16 x 64 steps: no rollout/ row either
+    train(["fault=whiten_tiny_batch", "env=acrobot", *SMALL, "seed=0", f"results_dir={tmp_path}"])
+    rs = RunSet.load(tmp_path)
+    (rid,) = [r for r, m in rs.metas.items() if m["fault"] == "whiten_tiny_batch"]
+    assert rs.metas[rid]["status"] == "diverged" and len(rs.metrics[rid]) == 1
+    frame = view_frames(rs, "sb3")(rid)
+    assert frame["update"].tolist() == rs.metrics[rid]["update"].tolist()
+    assert frame["nonfinite"].tolist() == [1.0]
+    assert not frame.drop(columns=["update", "nonfinite"]).notna().to_numpy().any()

@@ -9,6 +9,7 @@ import pandas as pd
 from harness.analysis.examples import VIEWS
 from harness.analysis.runs import RunSet
 from harness.catalogue.protocol import Frames, evaluate_cell
+from harness.config import ConfigError
 from harness.logs import to_canonical
 from harness.logs.views import StoredRun, applies, render
 
@@ -24,7 +25,10 @@ def view_frames(rs: RunSet, view: str) -> Frames:
     def frame(rid: str) -> pd.DataFrame:
         if rid not in cache:
             run = StoredRun.load(rs.root, rid)
-            f = to_canonical(render(run, view), view).metrics.copy()
+            try:
+                f = to_canonical(render(run, view), view).metrics.copy()
+            except ConfigError:     # nothing but timing rows (a run that diverged in its first update): the
+                f = pd.DataFrame({"update": run.metrics["update"].to_numpy()})   # view logged no metric
             if len(f) == len(run.steps) and len(f) != len(run.metrics):
                 f["update"] = run.steps["update"].to_numpy()
             if "nonfinite" not in f or f["nonfinite"].isna().all():
