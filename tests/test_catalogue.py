@@ -337,3 +337,6 @@ def test_a_run_that_diverged_in_its_first_update_has_an_empty_view(tmp_path):
     assert frame["update"].tolist() == rs.metrics[rid]["update"].tolist()
     assert frame["nonfinite"].tolist() == [1.0]
     assert not frame.drop(columns=["update", "nonfinite"]).notna().to_numpy().any()
+    assert set(CANONICAL) <= set(frame.columns)
+    for sig in SIGNATURES.values():          # every signature reads it (one raised KeyError: 'approx_kl')
+        sig.check(frame, rs.metas[rid])

@@ -12,6 +12,7 @@ from harness.catalogue.protocol import Frames, evaluate_cell
 from harness.config import ConfigError
 from harness.logs import to_canonical
 from harness.logs.views import StoredRun, applies, render
+from harness.metrics import COLUMNS
 
 VIEW_COLUMNS = ["cell", "view", "manifested", "manifested_by"]
 
@@ -28,7 +29,8 @@ def view_frames(rs: RunSet, view: str) -> Frames:
             try:
                 f = to_canonical(render(run, view), view).metrics.copy()
             except ConfigError:     # nothing but timing rows (a run that diverged in its first update): the
-                f = pd.DataFrame({"update": run.metrics["update"].to_numpy()})   # view logged no metric
+                f = pd.DataFrame({"update": run.metrics["update"].to_numpy()}).reindex(
+                    columns=list(dict.fromkeys(["update", *COLUMNS])))           # view logged no metric
             if len(f) == len(run.steps) and len(f) != len(run.metrics):
                 f["update"] = run.steps["update"].to_numpy()
             if "nonfinite" not in f or f["nonfinite"].isna().all():
