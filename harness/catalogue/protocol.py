@@ -343,8 +343,8 @@ def cell_summary(cell: Cell, rs: RunSet, windows: dict[str, Window], split: dict
         rows = signatures.usable(window_rows(rs.metrics[rid], windows[rid]))[progress].dropna()
         return float(rows.iloc[-5:].mean()) if len(rows) else math.nan
 
-    faulty_final = np.nanmedian([final(r) for r in cell.faulty]) if cell.faulty else math.nan
-    healthy_final = np.nanmedian([final(r) for r in cell.healthy]) if cell.healthy else math.nan
+    faulty_final = _finite_median([final(r) for r in cell.faulty])
+    healthy_final = _finite_median([final(r) for r in cell.healthy])
     onsets = sorted({windows[r].onset for r in cell.faulty})
     revealed = manifested_by(evidence)
     held = split["held-out"]
@@ -382,3 +382,10 @@ def evaluate_cell(cell: Cell, rs: RunSet, rng: np.random.Generator, n_mc: int, f
     met_rows, met_evidence = metric_rows(cell, rs, summaries, split, rng, n_mc)
     summary = cell_summary(cell, rs, windows, split, sig_evidence + met_evidence)
     return CellResult(summary, sig_rows, met_rows)
+
+
+def _finite_median(values: list[float]) -> float:
+    """The median of the finite values; NaN when there is none (a view that logs no return), without
+    numpy's all-NaN warning."""
+    finite = [v for v in values if math.isfinite(v)]
+    return float(np.median(finite)) if finite else math.nan
