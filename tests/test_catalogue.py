@@ -241,6 +241,19 @@ def test_statistics():
     assert stats.fixed_sequence([0.01, 0.2, 0.01], 0.05) == 1 and stats.fixed_sequence([float("nan")], 0.05) == 0
 
 
+def test_at_equal_strength_a_metric_is_tested_before_a_fitted_signature():
+    """A signature that separated 5/5 vs 0/5 on calibration at a threshold fitted there, but fires on
+    2/5 held-out seeds (p 0.22), may not end the sequence before a metric with calibration AUROC 0
+    that separates the held-out seeds too; a stronger signature still goes first."""
+    from harness.catalogue.protocol import Evidence, manifested_by
+
+    signature = Evidence("return_falls", 0.22, 1.0, fitted=True)
+    metric = Evidence("return_mean (AUROC)", 0.004, 1.0)
+    assert manifested_by([signature, metric]) == ["return_mean (AUROC)"]
+    assert manifested_by([Evidence("reward_zero", 0.004, 1.0, fitted=True),
+                          Evidence("entropy (AUROC)", 0.3, 0.9)]) == ["reward_zero"]
+
+
 @pytest.mark.parametrize("args, message", [
     (["trace_metrics=[reward_mean,nope]"], "unknown metric 'nope' in trace_metrics"),
     (["n_mc=1"], "n_mc=1 is out of range"),
@@ -340,3 +353,22 @@ def test_a_run_that_diverged_in_its_first_update_has_an_empty_view(tmp_path):
     assert set(CANONICAL) <= set(frame.columns)
     for sig in SIGNATURES.values():          # every signature reads it (one raised KeyError: 'approx_kl')
         sig.check(frame, rs.metas[rid])
+
+
+def test_a_run_that_diverged_at_its_onset_is_compared_with_its_twins_same_update():
+    """whiten_tiny_batch goes non-finite in its onset update: no update completed after the onset, so
+    its twin's window was empty and the catalogue published 'no trace' for a run that diverged at once.
+    The twin is now read over the update at which the faulty run went non-finite."""
+    from harness.catalogue.protocol import Window, window_rows
+
+    faulty = pd.DataFrame({"update": [0, 1, 2], "nonfinite": [0, 0, 1], "approx_kl": [0.01, 0.01, np.nan]})
+    twin = pd.DataFrame({"update": [0, 1, 2, 3], "nonfinite": [0, 0, 0, 0], "approx_kl": [0.01] * 4})
+    at_onset = Window(onset=2, length=0, diverged=True)
+    assert window_rows(faulty, at_onset)["update"].tolist() == [2]
+    assert window_rows(twin, at_onset)["update"].tolist() == [2]          # it was empty
+    assert window_rows(twin, Window(onset=2, length=0))["update"].tolist() == []
+    meta = {"algo": "ppo", "config": {}}
+    assert SIGNATURES["nonfinite"].check(window_rows(faulty, at_onset), meta).fired
+    assert not SIGNATURES["nonfinite"].check(window_rows(twin, at_onset), meta).fired
+    # a run that completed its updates: its twin is read over the same ones, nothing more
+    assert window_rows(twin, Window(onset=1, length=2))["update"].tolist() == [1, 2]

@@ -23,8 +23,9 @@ Protocol (every rate in the published catalogue follows it):
   separating signatures and up to three metrics whose per-run summary reaches AUROC >= 0.9 or
   <= 0.1), and the held-out half tests each selected item (Fisher's exact test for a signature,
   an exact permutation test for a metric, one-sided in the calibrated direction) in a fixed
-  sequence: strongest on calibration first, each at 0.05, stopping at the first that fails (the
-  family-wise error rate stays <= 0.05). A fault manifested when the first item passes.
+  sequence: strongest on calibration first (at equal strength, metrics before signatures, whose
+  thresholds were fitted on the calibration half), each at 0.05, stopping at the first that fails
+  (the family-wise error rate stays <= 0.05). A fault manifested when the first item passes.
 - **Metrics over all seeds**: each metric's per-run summary (its median over the window) gives
   an AUROC faulty vs healthy, with a permutation p-value that exchanges labels within twin pairs
   (exact: 2^n permutations), Holm-corrected over the metrics of the cell.
@@ -104,10 +105,13 @@ def split_groups(cell: Cell, rs: RunSet) -> dict[str, Groups]:
 
 @dataclass(frozen=True)
 class Window:
-    """The updates a run is read over: ``length`` updates from ``onset``."""
+    """The updates a run is read over: ``length`` updates from ``onset``; ``diverged``: the faulty
+    run went non-finite in the update after them, which is read too (its partial row, and its
+    twin's and controls' complete row of that update)."""
 
     onset: int
     length: int
+    diverged: bool = False
 
 
 def completed_after(metrics: pd.DataFrame, onset: int) -> int:
@@ -120,24 +124,35 @@ def cell_windows(cell: Cell, rs: RunSet) -> dict[str, Window]:
     own = {}
     for rid in cell.faulty:
         onset = int(rs.runs.set_index("run_id").at[rid, "onset"])
-        own[rid] = Window(onset, completed_after(rs.metrics[rid], onset))
+        length = completed_after(rs.metrics[rid], onset)
+        own[rid] = Window(onset, length, diverged=bool(_partial(rs.metrics[rid], onset + length).size))
     by_seed = {rs.metas[r]["seed"]: w for r, w in own.items()}
     fallback = Window(int(np.median([w.onset for w in own.values()])),
-                      int(np.median([w.length for w in own.values()])))
+                      int(np.median([w.length for w in own.values()])),
+                      diverged=2 * sum(w.diverged for w in own.values()) > len(own))
     windows = dict(own)
     for rid in cell.healthy + cell.controls:
         windows[rid] = by_seed.get(rs.metas[rid]["seed"], fallback)
     return windows
 
 
+def _partial(metrics: pd.DataFrame, update: int) -> pd.DataFrame:
+    """The rows of ``update`` if it went non-finite (a diverged run's last, partial update)."""
+    return metrics[(metrics["update"] == update) & (metrics["nonfinite"] == 1)]
+
+
 def window_rows(metrics: pd.DataFrame, window: Window) -> pd.DataFrame:
     """The rows of the window's updates (a framework may log several rows per update), plus a
-    diverged run's partial update right after it (read only by the non-finite signatures)."""
+    diverged run's partial update right after it (read only by the non-finite signatures); a twin
+    or control of a run that diverged there is read over that update too (its complete rows), so a
+    run that went non-finite in its first update after the onset is compared with something."""
     rows = metrics[metrics["update"] >= window.onset]
     end = window.onset + window.length
     usable = signatures.usable(rows[rows["update"] < end])
-    partial = rows[(rows["update"] == end) & (rows["nonfinite"] == 1)]
-    return pd.concat([usable, partial]) if len(partial) else usable
+    extra = _partial(rows, end)
+    if extra.empty and window.diverged:
+        extra = signatures.usable(rows[rows["update"] == end])
+    return pd.concat([usable, extra]) if len(extra) else usable
 
 
 # ---- signatures ---------------------------------------------------------------------------
@@ -208,11 +223,13 @@ def verdict(calibration: GroupCounts, separating: bool, heldout_p: float) -> str
 class Evidence:
     """An item selected on the calibration half (a separating signature, or a metric as
     ``"<name> (AUROC)"``), its held-out p-value, and its strength on calibration (the order of the
-    fixed-sequence test)."""
+    fixed-sequence test); ``fitted``: whether selecting it fitted a threshold on the calibration
+    half (a signature's, moved to the edge of the healthy runs) besides choosing it."""
 
     item: str
     p: float
     strength: float
+    fitted: bool = False
 
 
 def signature_rows(results: SignatureResults, split: dict[str, Groups], expected: list[str]
@@ -231,7 +248,7 @@ def signature_rows(results: SignatureResults, split: dict[str, Groups], expected
         heldout_p = stats.fisher_greater(held.faulty.k, held.faulty.n, held.healthy.k, held.healthy.n)
         if separating:
             others = [r for r in (cal.healthy.rate, cal.control.rate) if math.isfinite(r)]
-            evidence.append(Evidence(name, heldout_p, cal.faulty.rate - max(others, default=0.0)))
+            evidence.append(Evidence(name, heldout_p, cal.faulty.rate - max(others, default=0.0), fitted=True))
         rows.append(SignatureRow(name=name, expected=name in expected, calibrated=sig.calibrated,
                                  threshold=threshold, default_threshold=sig.threshold, direction=sig.direction,
                                  calibration=cal, held_out=held, separates_calibration=separating,
@@ -324,8 +341,13 @@ def manifested_by(evidence: list[Evidence]) -> list[str]:
     """Fixed-sequence testing: the items in the order the calibration half ranks them (strongest
     first), each at ALPHA, stopping at the first that fails; the family-wise error stays <= ALPHA
     without dividing ALPHA by the number of items (which 4 vs 4 held-out seeds could never pass).
-    Returns the items that passed."""
-    ordered = sorted(evidence, key=lambda e: -e.strength)
+    At equal strength an item whose selection fitted nothing comes first: a signature's calibration
+    rate is measured at a threshold fitted on those same healthy runs (so its healthy rate there is 0
+    by construction), a metric's AUROC at none; breaking the tie the other way let a signature that
+    fired on 2 of 5 held-out seeds end the sequence before a metric that separated all of them
+    (adv_sign_flip on Acrobot: return -500 vs -85, published as no trace). Any order fixed on the
+    calibration half alone keeps the error rate. Returns the items that passed."""
+    ordered = sorted(evidence, key=lambda e: (-e.strength, e.fitted))
     return [e.item for e in ordered[:stats.fixed_sequence([e.p for e in ordered], ALPHA)]]
 
 

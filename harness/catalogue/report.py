@@ -32,7 +32,8 @@ signature separates when it fires on >= 80% of faulty and <= 20% of healthy and 
 intervals. A fault *manifested* when evidence selected on the calibration half (separating
 signatures, and up to 3 metrics with calibration AUROC >= 0.9 or <= 0.1) is significant on the
 held-out half (Fisher exact / exact permutation test, one-sided, alpha 0.05, in a fixed sequence:
-strongest on calibration first, stopping at the first item that fails). Metric AUROCs use all seeds, with a permutation p-value that exchanges labels
+strongest on calibration first, metrics before signatures at equal strength as a signature's
+threshold was fitted on the calibration half, stopping at the first item that fails). Metric AUROCs use all seeds, with a permutation p-value that exchanges labels
 within twin pairs, Holm-corrected over the metrics of the cell."""
 
 
