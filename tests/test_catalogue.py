@@ -252,6 +252,10 @@ def test_at_equal_strength_a_metric_is_tested_before_a_fitted_signature():
     assert manifested_by([signature, metric]) == ["return_mean (AUROC)"]
     assert manifested_by([Evidence("reward_zero", 0.004, 1.0, fitted=True),
                           Evidence("entropy (AUROC)", 0.3, 0.9)]) == ["reward_zero"]
+    # when both pass, the named signature is listed first (what a reader sees first)
+    assert manifested_by([Evidence("clipfrac (AUROC)", 0.004, 1.0),
+                          Evidence("clipfrac_inconsistent", 0.004, 1.0, fitted=True)]) == [
+        "clipfrac_inconsistent", "clipfrac (AUROC)"]
 
 
 @pytest.mark.parametrize("args, message", [

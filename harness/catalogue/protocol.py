@@ -346,9 +346,11 @@ def manifested_by(evidence: list[Evidence]) -> list[str]:
     by construction), a metric's AUROC at none; breaking the tie the other way let a signature that
     fired on 2 of 5 held-out seeds end the sequence before a metric that separated all of them
     (adv_sign_flip on Acrobot: return -500 vs -85, published as no trace). Any order fixed on the
-    calibration half alone keeps the error rate. Returns the items that passed."""
+    calibration half alone keeps the error rate. Returns the items that passed, the named signatures
+    first (they say what happened: ``clipfrac_inconsistent`` rather than ``clipfrac``)."""
     ordered = sorted(evidence, key=lambda e: (-e.strength, e.fitted))
-    return [e.item for e in ordered[:stats.fixed_sequence([e.p for e in ordered], ALPHA)]]
+    passed = ordered[:stats.fixed_sequence([e.p for e in ordered], ALPHA)]
+    return [e.item for e in sorted(passed, key=lambda e: not e.fitted)]
 
 
 def cell_summary(cell: Cell, rs: RunSet, windows: dict[str, Window], split: dict[str, Groups],
