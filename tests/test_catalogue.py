@@ -238,20 +238,30 @@ def test_statistics():
     assert stats.one_sided_perm_p(np.arange(5.0), np.arange(5) + 10.0, rng, 2000) == 1
     # an exact enumeration stays exact when it happens to have n_mc rows
     assert stats.auroc_pvalue(np.arange(5) + 10.0, np.arange(5.0), False, rng, n_mc=252) == pytest.approx(2 / 252)
-    assert stats.fixed_sequence([0.01, 0.2, 0.01], 0.05) == 1 and stats.fixed_sequence([float("nan")], 0.05) == 0
+    # fallback: 0.025 for the first, then halving shares plus the level a rejection passes on
+    assert stats.fallback([0.01, 0.2, 0.01], 0.05) == [True, False, True]          # 0.025, 0.0375, 0.0125
+    assert stats.fallback([0.03, 0.004, 0.004], 0.05) == [False, True, True]       # 0.025, 0.0125, 0.025
+    assert stats.fallback([0.3, 0.3, 0.3, 0.004], 0.05) == [False] * 3 + [True]   # the last two get 1/8 each
+    assert stats.fallback([0.3] * 4 + [0.004], 0.05) == [False] * 5                # 1/16 of 0.05 < 0.004
+    assert stats.fallback([0.04], 0.05) == [True] and stats.fallback([float("nan")], 0.05) == [False]
+    assert stats.fallback([], 0.05) == []
 
 
-def test_at_equal_strength_a_metric_is_tested_before_a_fitted_signature():
-    """A signature that separated 5/5 vs 0/5 on calibration at a threshold fitted there, but fires on
-    2/5 held-out seeds (p 0.22), may not end the sequence before a metric with calibration AUROC 0
-    that separates the held-out seeds too; a stronger signature still goes first."""
+def test_an_item_that_fails_does_not_end_the_manifestation_test():
+    """A signature that separated 5/5 vs 0/5 on calibration but fires on 2/5 held-out seeds (p 0.22)
+    came first and ended the fixed sequence before a metric that separates the held-out seeds
+    (adv_sign_flip on Acrobot, return -500 vs -85: 'no trace'); the fallback procedure tests the metric
+    too, and a signature behind a failing metric as well."""
     from harness.catalogue.protocol import Evidence, manifested_by
 
     signature = Evidence("return_falls", 0.22, 1.0, fitted=True)
     metric = Evidence("return_mean (AUROC)", 0.004, 1.0)
     assert manifested_by([signature, metric]) == ["return_mean (AUROC)"]
+    assert manifested_by([Evidence("approx_kl (AUROC)", 0.5, 1.0),
+                          Evidence("vf_coef_effective_high", 0.004, 1.0, fitted=True)]) == ["vf_coef_effective_high"]
     assert manifested_by([Evidence("reward_zero", 0.004, 1.0, fitted=True),
                           Evidence("entropy (AUROC)", 0.3, 0.9)]) == ["reward_zero"]
+    assert manifested_by([Evidence("entropy (AUROC)", 0.3, 0.9)]) == []
     # when both pass, the named signature is listed first (what a reader sees first)
     assert manifested_by([Evidence("clipfrac (AUROC)", 0.004, 1.0),
                           Evidence("clipfrac_inconsistent", 0.004, 1.0, fitted=True)]) == [

@@ -12,8 +12,8 @@ a metric); nothing here knows about runs, cells or signatures.
 - :func:`one_sided_perm_p`: the one-sided (AUROC at least as large) unpaired permutation p-value;
 - :func:`fisher_greater`: one-sided Fisher exact test that a signature fires more on faulty runs;
 - :func:`holm`: Holm's step-down adjustment for the number of tests;
-- :func:`fixed_sequence`: how many hypotheses, tested in a fixed order, are rejected before the
-  first that is not (the family-wise error rate stays at alpha without dividing it).
+- :func:`fallback`: which hypotheses, tested in a fixed order at halving shares of alpha (a
+  rejection passes its level on), are rejected (the catalogue's manifestation test);
 """
 
 from __future__ import annotations
@@ -159,13 +159,19 @@ def holm(pvalues: list[float]) -> list[float]:
     return adjusted
 
 
-def fixed_sequence(pvalues: Sequence[float], alpha: float) -> int:
-    """Fixed-sequence testing: ``pvalues`` in their pre-specified order (most promising first),
-    each tested at ``alpha``, stopping at the first that is not below it (NaN fails). Returns how
-    many were rejected (a prefix of the sequence); the family-wise error rate stays <= alpha."""
-    passed = 0
-    for p in pvalues:
-        if not p < alpha:
-            break
-        passed += 1
-    return passed
+def fallback(pvalues: Sequence[float], alpha: float) -> list[bool]:
+    """The fallback procedure (Wiens 2003): ``pvalues`` in their pre-specified order (most promising
+    first), the i-th tested at its share ``alpha * w_i`` of the level plus the whole level the
+    hypothesis before it used if that one was rejected; no stop at a failure. Weights halve along the
+    order (1/2, 1/4, ..., the last two equal, summing to 1), so the first hypothesis is tested at
+    alpha / 2 and a later one still gets tested when an earlier one fails. The family-wise error rate
+    stays <= alpha under any dependence. Returns whether each was rejected (NaN never is)."""
+    m = len(pvalues)
+    weights = [2.0 ** -(i + 1) for i in range(m - 1)] + [2.0 ** -(m - 1)] if m else []
+    rejected, carried = [], 0.0
+    for p, w in zip(pvalues, weights):
+        level = alpha * w + carried
+        ok = bool(p < level)          # NaN compares False
+        rejected.append(ok)
+        carried = level if ok else 0.0
+    return rejected

@@ -2,7 +2,7 @@
 
 This module owns windows, the calibration / held-out split, every signature's and metric's
 evaluation on a cell, the verdicts, the evidence selected on the calibration half and its
-fixed-sequence test on the held-out half, and the cell's summary (:func:`evaluate_cell`). The
+fallback test on the held-out half, and the cell's summary (:func:`evaluate_cell`). The
 statistics themselves are in :mod:`harness.analysis.stats`.
 
 Protocol (every rate in the published catalogue follows it):
@@ -23,9 +23,10 @@ Protocol (every rate in the published catalogue follows it):
   separating signatures and up to three metrics whose per-run summary reaches AUROC >= 0.9 or
   <= 0.1), and the held-out half tests each selected item (Fisher's exact test for a signature,
   an exact permutation test for a metric, one-sided in the calibrated direction) in a fixed
-  sequence: strongest on calibration first (at equal strength, metrics before signatures, whose
-  thresholds were fitted on the calibration half), each at 0.05, stopping at the first that fails
-  (the family-wise error rate stays <= 0.05). A fault manifested when the first item passes.
+  fallback procedure: strongest on calibration first, the first at 0.025, each later one at its
+  halving share of 0.05 plus the level of the one before it when that passed (Wiens 2003; a failure
+  does not end the test; the family-wise error rate stays <= 0.05). A fault manifested when an item
+  passes.
 - **Metrics over all seeds**: each metric's per-run summary (its median over the window) gives
   an AUROC faulty vs healthy, with a permutation p-value that exchanges labels within twin pairs
   (exact: 2^n permutations), Holm-corrected over the metrics of the cell.
@@ -223,8 +224,7 @@ def verdict(calibration: GroupCounts, separating: bool, heldout_p: float) -> str
 class Evidence:
     """An item selected on the calibration half (a separating signature, or a metric as
     ``"<name> (AUROC)"``), its held-out p-value, and its strength on calibration (the order of the
-    fixed-sequence test); ``fitted``: whether selecting it fitted a threshold on the calibration
-    half (a signature's, moved to the edge of the healthy runs) besides choosing it."""
+    fallback test); ``fitted``: a signature, whose threshold was fitted on the calibration half."""
 
     item: str
     p: float
@@ -338,18 +338,18 @@ def metric_rows(cell: Cell, rs: RunSet, summaries: Summaries, split: dict[str, G
 # ---- the cell -----------------------------------------------------------------------------
 
 def manifested_by(evidence: list[Evidence]) -> list[str]:
-    """Fixed-sequence testing: the items in the order the calibration half ranks them (strongest
-    first), each at ALPHA, stopping at the first that fails; the family-wise error stays <= ALPHA
-    without dividing ALPHA by the number of items (which 4 vs 4 held-out seeds could never pass).
-    At equal strength an item whose selection fitted nothing comes first: a signature's calibration
-    rate is measured at a threshold fitted on those same healthy runs (so its healthy rate there is 0
-    by construction), a metric's AUROC at none; breaking the tie the other way let a signature that
-    fired on 2 of 5 held-out seeds end the sequence before a metric that separated all of them
-    (adv_sign_flip on Acrobot: return -500 vs -85, published as no trace). Any order fixed on the
-    calibration half alone keeps the error rate. Returns the items that passed, the named signatures
-    first (they say what happened: ``clipfrac_inconsistent`` rather than ``clipfrac``)."""
-    ordered = sorted(evidence, key=lambda e: (-e.strength, e.fitted))
-    passed = ordered[:stats.fixed_sequence([e.p for e in ordered], ALPHA)]
+    """The fallback procedure (:func:`stats.fallback`) over the items in the order the calibration
+    half ranks them (strongest first; at equal strength as listed: signatures, then metrics): the
+    first is tested at ALPHA / 2, each later one at its halving share plus the level of the one
+    before it when that passed, so an item that fails does not end the test. Fixed-sequence testing,
+    used before, stopped at the first failure: with many items tied at the top on 5 calibration seeds,
+    whichever came first decided the cell (a signature firing on 2 of 5 held-out seeds left
+    adv_sign_flip on Acrobot, return -500 vs -85, as no trace; putting metrics first at ties instead
+    lost vf_coef_too_large's signature behind a metric that did not replicate). The family-wise error
+    stays <= ALPHA. Returns the items that passed, the named signatures first (they say what
+    happened: ``clipfrac_inconsistent`` rather than ``clipfrac``)."""
+    ordered = sorted(evidence, key=lambda e: -e.strength)
+    passed = [e for e, ok in zip(ordered, stats.fallback([e.p for e in ordered], ALPHA)) if ok]
     return [e.item for e in sorted(passed, key=lambda e: not e.fitted)]
 
 

@@ -31,9 +31,9 @@ folk rule) to the edge of the healthy runs where they cross it, and the verdicts
 signature separates when it fires on >= 80% of faulty and <= 20% of healthy and control runs); the rates shown are the held-out ones with Wilson 95%
 intervals. A fault *manifested* when evidence selected on the calibration half (separating
 signatures, and up to 3 metrics with calibration AUROC >= 0.9 or <= 0.1) is significant on the
-held-out half (Fisher exact / exact permutation test, one-sided, alpha 0.05, in a fixed sequence:
-strongest on calibration first, metrics before signatures at equal strength as a signature's
-threshold was fitted on the calibration half, stopping at the first item that fails). Metric AUROCs use all seeds, with a permutation p-value that exchanges labels
+held-out half (Fisher exact / exact permutation test, one-sided, family-wise alpha 0.05 by the
+fallback procedure: strongest on calibration first at 0.025, each later item at its halving share
+plus the level of the one before it when that passed). Metric AUROCs use all seeds, with a permutation p-value that exchanges labels
 within twin pairs, Holm-corrected over the metrics of the cell."""
 
 
