@@ -22,7 +22,7 @@ Protocol (every rate in the published catalogue follows it):
 - **Manifested** is decided out of sample too: the calibration half selects the evidence (the
   separating signatures and up to three metrics whose per-run summary reaches AUROC >= 0.9 or
   <= 0.1), and the held-out half tests each selected item (Fisher's exact test for a signature,
-  an exact permutation test for a metric, one-sided in the calibrated direction) in a fixed
+  an exact permutation test for a metric, one-sided in the calibrated direction) by the
   fallback procedure: strongest on calibration first, the first at 0.025, each later one at its
   halving share of 0.05 plus the level of the one before it when that passed (Wiens 2003; a failure
   does not end the test; the family-wise error rate stays <= 0.05). A fault manifested when an item
@@ -126,7 +126,7 @@ def cell_windows(cell: Cell, rs: RunSet) -> dict[str, Window]:
     for rid in cell.faulty:
         onset = int(rs.runs.set_index("run_id").at[rid, "onset"])
         length = completed_after(rs.metrics[rid], onset)
-        own[rid] = Window(onset, length, diverged=bool(_partial(rs.metrics[rid], onset + length).size))
+        own[rid] = Window(onset, length, diverged=not _partial(rs.metrics[rid], onset + length).empty)
     by_seed = {rs.metas[r]["seed"]: w for r, w in own.items()}
     fallback = Window(int(np.median([w.onset for w in own.values()])),
                       int(np.median([w.length for w in own.values()])),
