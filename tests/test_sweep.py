@@ -87,11 +87,22 @@ def test_catalogue_plan_covers_faults_setups_onsets_controls():
     n_settings = sum(len({tuple(sorted(c().setting().items())) for n, c in FAULTS.items()
                           if algo in c.algos and "native" in c.backends and c().setting()}) for algo in ("ppo", "grpo"))
     # every fault at onset 0 and, where its bug can start mid-run, at a mid-run onset (a bug that exists
-    # only from the start, e.g. reference_is_base_model, once); the healthy run and the control once;
+    # only from the start, e.g. reference_is_base_model, once; one that exists mid-run only, a resume's
+    # norm_stats_not_restored, once, at the drawn mid-run onsets); the healthy run and the control once;
     # 2 seeds each
     n_mid = sum(("mid" in c.onset_kinds) * (("ppo" in c.algos) + ("grpo" in c.algos))
                 for n, c in FAULTS.items() if n != "none" and "native" in c.backends)
-    assert len(jobs) == 2 * (n_ppo + n_grpo + n_mid + 1 + n_settings + 1 + 1)
+    n_mid_only = sum(("0" not in c.onset_kinds) * (("ppo" in c.algos) + ("grpo" in c.algos))
+                     for n, c in FAULTS.items() if n != "none" and "native" in c.backends)
+    assert n_mid_only >= 1
+    assert len(jobs) == 2 * (n_ppo + n_grpo - n_mid_only + n_mid + 1 + n_settings + 1 + 1)
+    resumed = [j for j in jobs if "fault=norm_stats_not_restored" in j]
+    assert len(resumed) == 2 and all(any(o.startswith("fault.onset=") for o in j) for j in resumed)
+    # asked for onset 0 alone, a mid-run-only fault runs once at its own default onset
+    alone = plan([Setup("ppo", "cartpole")], [], ["norm_stats_not_restored"], 1, algo_name=lambda s: "ppo",
+                 onsets=["0"], n_updates=lambda s: 30)
+    resumed_alone = [j for j in alone if "fault=norm_stats_not_restored" in j]
+    assert len(resumed_alone) == 1 and not any(o.startswith("fault.onset=") for o in resumed_alone[0])
     assert jobs[0][0] == "algo=grpo"              # longest jobs first
     onsets = [int(o.split("=")[1]) for j in jobs for o in j if o.startswith("fault.onset=")]
     assert len(onsets) == 2 * n_mid and all(1 <= k <= 10 for k in onsets)    # first third of 30

@@ -119,9 +119,11 @@ def plan(setups: Sequence[Setup], controls: Sequence[Setup], faults: Sequence[st
     for setup, fault, setting in cases:
         batched = engine == "seed_batched" and algo_name(setup) == "ppo" and setup.backend == "native"
         how = [BATCHED] if batched else []
-        kinds = FAULTS[fault].onset_kinds     # "0" runs the fault's default onset (mid-run for a resume's bug)
+        # the onset kinds the fault can take among those asked for; a fault that exists mid-run only (a
+        # resume's bug) asked for at onset 0 alone runs at its own default onset ("0": no fault.onset=)
+        kinds = FAULTS[fault].onset_kinds
         wanted = onsets if setup.onsets is None else setup.onsets
-        for onset in ([o for o in wanted if o == "0" or "mid" in kinds] if fault != "none" else ("0",)):
+        for onset in (([o for o in wanted if o in kinds] or ["0"]) if fault != "none" else ("0",)):
             for seed in range(seeds):
                 at = [] if onset == "0" else [f"fault.onset={mid_onset(fault, seed, n_updates(setup))}"]
                 jobs.append([*setup.overrides(), f"fault={fault}", *setting, *at, f"seed={seed}", "twin=false",
