@@ -4,7 +4,7 @@
 
 Runs the catalogue sweep (``python -m harness -m +sweep=catalogue``) into a fresh results_dir with
 ``hydra.launcher.n_jobs=1`` and then ``=2``, imports included, and prints both wall times and the
-speed-up. The preset itself is about 4,500 runs (hours on 2 cores, twice); ``--quick`` uses a
+speed-up. The preset itself is 4,320 runs (hours on 2 cores, twice); ``--quick`` uses a
 sub-sweep instead: 4 faults incl. none, 2 seeds, onset 0, on native PPO on CartPole and native GRPO
 with their controls. ``--record`` writes the figures to benchmarks/results/sweep.json.
 """
