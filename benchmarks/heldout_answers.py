@@ -301,16 +301,15 @@ def verdict(table: pd.DataFrame) -> tuple[bool, list[str]]:
     worse += [f"top1 over every view: {r.b_minus_a:+.3f} [{r.lo:+.3f}, {r.hi:+.3f}]"
               for r in overall.itertuples() if r.measure == "top1" and r.hi < 0]
     for r in table[table["measure"] == "healthy_called_healthy"].itertuples():
-        per_view = r.view != "all"
+        per_view = r.view != "all"          # a view: corrected intervals; all views: 95%
+        lo, hi, reach = (r.lo_corrected, r.hi_corrected, r.b_hi_corrected) if per_view else (r.lo, r.hi, r.b_hi)
         if r.a >= OPERATING_POINT:          # A above the operating point: B may come down to it, not below
-            reach = r.b_hi_corrected if per_view else r.b_hi
             if reach < OPERATING_POINT:
                 worse.append(f"{r.view} healthy_called_healthy: {r.b:.3f}, below the operating point "
                              f"{OPERATING_POINT} beyond its interval (to {reach:.3f})")
-        elif (r.hi_corrected if per_view else r.hi) < 0:   # A below it already: B no lower than A (paired)
+        elif hi < 0:                        # A below it already: B no lower than A (paired)
             worse.append(f"{r.view} healthy_called_healthy: {r.b_minus_a:+.3f} with A ({r.a:.3f}) below the "
-                         f"operating point ({'corrected ' if per_view else ''}[{r.lo_corrected if per_view else r.lo:+.3f}, "
-                         f"{r.hi_corrected if per_view else r.hi:+.3f}])")
+                         f"operating point ({'corrected ' if per_view else ''}[{lo:+.3f}, {hi:+.3f}])")
     return not worse, worse
 
 

@@ -103,6 +103,10 @@ def test_catalogue_plan_covers_faults_setups_onsets_controls():
                  onsets=["0"], n_updates=lambda s: 30)
     resumed_alone = [j for j in alone if "fault=norm_stats_not_restored" in j]
     assert len(resumed_alone) == 1 and not any(o.startswith("fault.onset=") for o in resumed_alone[0])
+    # asked for mid-run onsets alone, a fault that exists from the start only is not planned
+    start_only = plan([Setup("ppo", "cartpole")], [], ["envs_seeded_alike"], 1, algo_name=lambda s: "ppo",
+                      onsets=["mid"], n_updates=lambda s: 30)
+    assert not [j for j in start_only if "fault=envs_seeded_alike" in j]
     assert jobs[0][0] == "algo=grpo"              # longest jobs first
     onsets = [int(o.split("=")[1]) for j in jobs for o in j if o.startswith("fault.onset=")]
     assert len(onsets) == 2 * n_mid and all(1 <= k <= 10 for k in onsets)    # first third of 30

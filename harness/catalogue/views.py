@@ -30,7 +30,7 @@ def view_frames(rs: RunSet, view: str) -> Frames:
                 f = to_canonical(render(run, view), view).metrics.copy()
             except ConfigError:     # nothing but timing rows (a run that diverged in its first update): the
                 f = pd.DataFrame({"update": run.metrics["update"].to_numpy()}).reindex(
-                    columns=list(dict.fromkeys(["update", *COLUMNS])))           # view logged no metric
+                    columns=list(COLUMNS))                                        # view logged no metric
             if len(f) == len(run.steps) and len(f) != len(run.metrics):
                 f["update"] = run.steps["update"].to_numpy()
             if "nonfinite" not in f or f["nonfinite"].isna().all():

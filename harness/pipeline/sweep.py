@@ -48,7 +48,8 @@ class Setup:
 
 
 def as_setups(items: Sequence[Any]) -> list[Setup]:
-    """Setups from the sweep's YAML entries ({algo, env, backend[, onsets]})."""
+    """Setups from the sweep's YAML entries ({algo, env[, backend, onsets, extra]}); ConfigError for an
+    unknown key or a missing one."""
     out = []
     known = [f.name for f in dataclasses.fields(Setup)]
     for item in items:
@@ -123,7 +124,8 @@ def plan(setups: Sequence[Setup], controls: Sequence[Setup], faults: Sequence[st
         # resume's bug) asked for at onset 0 alone runs at its own default onset ("0": no fault.onset=)
         kinds = FAULTS[fault].onset_kinds
         wanted = onsets if setup.onsets is None else setup.onsets
-        for onset in (([o for o in wanted if o in kinds] or ["0"]) if fault != "none" else ("0",)):
+        chosen = [o for o in wanted if o in kinds] or [o for o in wanted if o == "0"]
+        for onset in (chosen if fault != "none" else ("0",)):
             for seed in range(seeds):
                 at = [] if onset == "0" else [f"fault.onset={mid_onset(fault, seed, n_updates(setup))}"]
                 jobs.append([*setup.overrides(), f"fault={fault}", *setting, *at, f"seed={seed}", "twin=false",
