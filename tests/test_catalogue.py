@@ -386,3 +386,30 @@ def test_a_run_that_diverged_at_its_onset_is_compared_with_its_twins_same_update
     assert not SIGNATURES["nonfinite"].check(window_rows(twin, at_onset), meta).fired
     # a run that completed its updates: its twin is read over the same ones, nothing more
     assert window_rows(twin, Window(onset=1, length=2))["update"].tolist() == [1, 2]
+
+
+def test_a_twin_read_by_several_cells_is_read_once_per_build(store, monkeypatch):
+    """A setup's healthy twins and controls are read by every cell of the setup over the same windows:
+    their rows, signature results and summaries are computed once per build (and per view), and the
+    cells' verdicts are those of reading every run afresh for each cell."""
+    from harness.analysis.runs import RunSet
+    from harness.catalogue import protocol
+    from harness.catalogue.build import build
+    from harness.catalogue.rows import Catalogue
+
+    rs = RunSet.load(store[0])
+    read: list[tuple[int, protocol.Window]] = []
+    window_rows = protocol.window_rows
+
+    def counted(metrics, window):
+        read.append((id(metrics), window))
+        return window_rows(metrics, window)
+
+    monkeypatch.setattr(protocol, "window_rows", counted)
+    once = build(rs, n_mc=200, detectors=False)
+    assert len(read) == len(set(read))                      # no run read twice over one window
+    twins = [h for c in rs.cells() for h in c.healthy]
+    assert len(twins) > len(set(twins))                     # ... although cells share their twins
+    rng = np.random.default_rng(0)                          # build's, drawn from in cell order
+    afresh = Catalogue([protocol.evaluate_cell(c, rs, rng, 200, lambda rid: rs.metrics[rid]) for c in rs.cells()])
+    pd.testing.assert_frame_equal(once.frame(), afresh.frame())

@@ -13,7 +13,9 @@ from __future__ import annotations
 import hashlib
 import json
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -82,6 +84,13 @@ class RunSet:
         runs = pd.DataFrame(rows, columns=RUN_COLUMNS)
         metrics = {rid: store.load_metrics(rid) for rid in metas}
         return cls(runs=runs, metas=metas, metrics=metrics, root=Path(results_dir))
+
+    @cached_property
+    def canonical(self) -> Callable[[str], pd.DataFrame]:
+        """A run's canonical metrics as stored, as one function for the run set (the catalogue's
+        protocol keeps what it computed from a run under the function it read the run through)."""
+        metrics = self.metrics
+        return lambda rid: metrics[rid]
 
     def cells(self) -> list[Cell]:
         """One cell per fault (x parameters x onset kind) per base configuration, with its healthy

@@ -41,6 +41,7 @@ def build(rs: RunSet, n_mc: int = 20000, seed: int = 0, detectors: bool = True, 
     """The protocol on every cell of ``rs`` (one random generator seeded ``seed`` for the Monte
     Carlo tests, drawn from in cell order), and the reference detectors' scores per cell."""
     rng = np.random.default_rng(seed)
+    frames = frames or rs.canonical      # one for every cell: what a cell reads is kept for the next
     catalogue = Catalogue([evaluate_cell(cell, rs, rng, n_mc, frames) for cell in rs.cells()])
     if detectors and catalogue.cells:
         catalogue.detectors = detector_rows(rs, catalogue_dir)

@@ -35,8 +35,10 @@ Protocol (every rate in the published catalogue follows it):
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -69,6 +71,20 @@ Frames = Callable[[str], pd.DataFrame]
 SignatureResults = dict[str, dict[str, Result]]
 #: run id -> metric name -> the run's summary (median over its window)
 Summaries = dict[str, dict[str, float]]
+
+#: per ``frames``: what was computed from a run over a window, (what, run id, window, ...) -> value. A
+#: setup's healthy twins and controls are read by every cell of that setup over the same windows, so
+#: their rows, signature results and summaries are computed once per build (and view), not per cell;
+#: freed with the ``frames`` function that keys them.
+_READ: weakref.WeakKeyDictionary[Frames, dict[tuple, Any]] = weakref.WeakKeyDictionary()
+
+
+def _once(frames: Frames, key: tuple, compute: Callable[[], Any]) -> Any:
+    """``compute()``, once per ``frames`` and ``key``."""
+    memo = _READ.setdefault(frames, {})
+    if key not in memo:
+        memo[key] = compute()
+    return memo[key]
 
 
 def split_of(seed: int) -> str:
@@ -156,17 +172,22 @@ def window_rows(metrics: pd.DataFrame, window: Window) -> pd.DataFrame:
     return pd.concat([usable, extra]) if len(extra) else usable
 
 
+def _window_rows(frames: Frames, rid: str, window: Window) -> pd.DataFrame:
+    """:func:`window_rows` of run ``rid`` read through ``frames``, once per build."""
+    return _once(frames, ("rows", rid, window), lambda: window_rows(frames(rid), window))
+
+
 # ---- signatures ---------------------------------------------------------------------------
 
 def signature_results(cell: Cell, rs: RunSet, windows: dict[str, Window], frames: Frames) -> SignatureResults:
     """Every signature's statistic on every run of the cell, over its window (default thresholds)."""
-    out = {}
-    for rid in cell.faulty + cell.healthy + cell.controls:
-        rows = window_rows(frames(rid), windows[rid])
+    def check(rid: str) -> dict[str, Result]:
+        rows = _window_rows(frames, rid, windows[rid])
         meta = rs.metas[rid]
-        out[rid] = {name: (Result(False, "empty window", evaluable=False) if rows.empty
-                           else sig.check(rows, meta)) for name, sig in signatures.SIGNATURES.items()}
-    return out
+        return {name: (Result(False, "empty window", evaluable=False) if rows.empty
+                       else sig.check(rows, meta)) for name, sig in signatures.SIGNATURES.items()}
+    return {rid: _once(frames, ("signatures", rid, windows[rid]), lambda rid=rid: check(rid))
+            for rid in cell.faulty + cell.healthy + cell.controls}
 
 
 def calibrate(name: str, healthy_values: list[float]) -> float:
@@ -364,7 +385,7 @@ def cell_summary(cell: Cell, rs: RunSet, windows: dict[str, Window], split: dict
     progress = PROGRESS[cell.info["algo"]]
 
     def final(rid: str) -> float:
-        rows = signatures.usable(window_rows(rs.metrics[rid], windows[rid]))[progress].dropna()
+        rows = signatures.usable(_window_rows(rs.canonical, rid, windows[rid]))[progress].dropna()
         return float(rows.iloc[-5:].mean()) if len(rows) else math.nan
 
     faulty_final = _finite_median([final(r) for r in cell.faulty])
@@ -394,14 +415,15 @@ def evaluate_cell(cell: Cell, rs: RunSet, rng: np.random.Generator, n_mc: int, f
     """The protocol on one cell, reading each run's metrics through ``frames`` (default: the
     canonical metrics as stored). ``rng`` is drawn from only by Monte Carlo permutation tests, in a
     fixed order (the metrics' all-seed tests, then the selected metrics' held-out tests)."""
-    frames = frames or (lambda rid: rs.metrics[rid])
+    frames = frames or rs.canonical
     windows = cell_windows(cell, rs)
     split = split_groups(cell, rs)
     fault_cls = FAULTS.get(cell.info["fault"])
     expected = list(fault_cls.expected) if fault_cls else []
     sig_rows, sig_evidence = signature_rows(signature_results(cell, rs, windows, frames), split, expected)
     names = metric_names(cell.info["algo"])
-    summaries = {rid: run_summary(window_rows(frames(rid), windows[rid]), names)
+    summaries = {rid: _once(frames, ("summary", rid, windows[rid], tuple(names)),
+                            lambda rid=rid: run_summary(_window_rows(frames, rid, windows[rid]), names))
                  for rid in cell.faulty + cell.healthy}
     met_rows, met_evidence = metric_rows(cell, rs, summaries, split, rng, n_mc)
     summary = cell_summary(cell, rs, windows, split, sig_evidence + met_evidence)

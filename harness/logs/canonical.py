@@ -57,18 +57,23 @@ MappedLog = LoadedLog                         # v1 name
 # ---- steps and cadence --------------------------------------------------------------------------
 def _groups(records: pd.DataFrame) -> list[tuple[float, float, dict[str, float], list[str]]]:
     """Records -> [(row, step, {key: value}, keys in order)]: one group per row of a row-based log,
-    one per step value of a step-based one (TensorBoard). A key repeated in a group keeps its last value."""
+    one per step value of a step-based one (TensorBoard), in ascending order (records without either
+    are dropped). A key repeated in a group keeps its last value."""
+    rows, steps = records["row"].to_numpy(dtype=float), records["step"].to_numpy(dtype=float)
+    keys, values = records["key"].tolist(), records["value"].tolist()
+    by_row = ~np.isnan(rows)
     out = []
-    by_row = records["row"].notna()
-    if by_row.any():
-        for row, grp in records[by_row].groupby("row", sort=True):
-            values = dict(zip(grp["key"], grp["value"]))
-            out.append((float(row), float(grp["step"].iloc[0]), values, list(dict.fromkeys(grp["key"]))))
-    rest = records[~by_row]
-    if not rest.empty:
-        for step, grp in rest.groupby("step", sort=True):
-            values = dict(zip(grp["key"], grp["value"]))
-            out.append((math.nan, float(step), values, list(dict.fromkeys(grp["key"]))))
+    for by, members, is_row in ((rows, by_row, True), (steps, ~by_row & ~np.isnan(steps), False)):
+        idx = np.flatnonzero(members)
+        if not len(idx):
+            continue
+        idx = idx[np.argsort(by[idx], kind="stable")]          # record order kept within a group
+        cuts = np.flatnonzero(np.diff(by[idx])) + 1
+        for group in np.split(idx, cuts):
+            first = group[0]
+            names = [keys[i] for i in group]
+            out.append((float(rows[first]) if is_row else math.nan, float(steps[first]),
+                        dict(zip(names, (values[i] for i in group))), list(dict.fromkeys(names))))
     return out
 
 

@@ -94,8 +94,12 @@ def share_where(rows: pd.DataFrame, metric: str, test: Callable[[pd.Series], pd.
 
 
 def usable(metrics: pd.DataFrame) -> pd.DataFrame:
-    """Rows of complete updates (a run that went non-finite stopped part-way through its last)."""
-    return metrics[metrics["nonfinite"] != 1] if "nonfinite" in metrics else metrics
+    """Rows of complete updates (a run that went non-finite stopped part-way through its last); the
+    frame itself when every row is complete (no copy: callers only read it)."""
+    if "nonfinite" not in metrics:
+        return metrics
+    partial = metrics["nonfinite"].to_numpy() == 1
+    return metrics[~partial] if partial.any() else metrics
 
 
 def post_onset(metrics: pd.DataFrame, onset: int, window: int | None = None) -> pd.DataFrame:
