@@ -17,6 +17,7 @@ import hashlib
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -79,7 +80,26 @@ class StoredRun:
         return int(hp["num_envs"]) * int(hp["n_steps"])
 
     def update_steps(self, update: int) -> pd.DataFrame:
-        return self.steps[self.steps["update"] == update]
+        """The per-minibatch rows of update ``update``, in stored order."""
+        return _rows_of(self.steps, self._steps_at, update)
+
+    def update_episodes(self, update: int) -> pd.DataFrame:
+        """The episodes that finished during update ``update``, in stored order."""
+        return _rows_of(self.episodes, self._episodes_at, update)
+
+    @cached_property
+    def _steps_at(self) -> dict[Any, np.ndarray]:
+        return self.steps.groupby("update", sort=False).indices if len(self.steps) else {}
+
+    @cached_property
+    def _episodes_at(self) -> dict[Any, np.ndarray]:
+        return self.episodes.groupby("update", sort=False).indices if len(self.episodes) else {}
+
+
+def _rows_of(frame: pd.DataFrame, positions: dict[Any, np.ndarray], update: int) -> pd.DataFrame:
+    """``frame[frame["update"] == update]`` from positions grouped once (a view reads every update)."""
+    at = positions.get(update)
+    return frame.iloc[at] if at is not None else frame.iloc[0:0]
 
 
 class Records:
@@ -189,7 +209,7 @@ def render_cleanrl(run: StoredRun) -> RawLog:
     returns = logged_returns(run) if len(run.episodes) else pd.Series(dtype=float)
     for _, m in run.metrics.iterrows():
         u = int(_get(m, "update"))
-        eps = run.episodes[run.episodes["update"] == u]
+        eps = run.update_episodes(u)
         for i, ep in eps.iterrows():
             rec.new_row()
             rec.add(ep_steps[i], "charts/episodic_return", returns[i])
