@@ -76,12 +76,12 @@ Summaries = dict[str, dict[str, float]]
 #: setup's healthy twins and controls are read by every cell of that setup over the same windows, so
 #: their rows, signature results and summaries are computed once per build (and view), not per cell;
 #: freed with the ``frames`` function that keys them.
-_READ: weakref.WeakKeyDictionary[Frames, dict[tuple, Any]] = weakref.WeakKeyDictionary()
+_MEMO: weakref.WeakKeyDictionary[Frames, dict[tuple, Any]] = weakref.WeakKeyDictionary()
 
 
 def _once(frames: Frames, key: tuple, compute: Callable[[], Any]) -> Any:
     """``compute()``, once per ``frames`` and ``key``."""
-    memo = _READ.setdefault(frames, {})
+    memo = _MEMO.setdefault(frames, {})
     if key not in memo:
         memo[key] = compute()
     return memo[key]
