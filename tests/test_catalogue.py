@@ -413,3 +413,16 @@ def test_a_twin_read_by_several_cells_is_read_once_per_build(store, monkeypatch)
     rng = np.random.default_rng(0)                          # build's, drawn from in cell order
     afresh = Catalogue([protocol.evaluate_cell(c, rs, rng, 200, lambda rid: rs.metrics[rid]) for c in rs.cells()])
     pd.testing.assert_frame_equal(once.frame(), afresh.frame())
+
+
+def test_progress_lines_name_the_loop_and_leave_the_items_alone():
+    """A build over thousands of runs reads cells for tens of minutes: a line every ``every_s``
+    seconds (here every item), none after the last item, and the items pass through unchanged."""
+    from harness.catalogue.progress import progress
+
+    lines: list[str] = []
+    assert list(progress(iter("abcd"), 4, "the sb3 view", every_s=0.0, echo=lines.append)) == list("abcd")
+    assert len(lines) == 3 and lines[0].startswith("[catalogue] the sb3 view: 1/4 cells, 0:00 elapsed, ETA")
+    assert not list(progress([], 0, "x", echo=lines.append)) and len(lines) == 3
+    quiet: list[str] = []
+    assert list(progress(range(3), 3, "x", every_s=3600, echo=quiet.append)) == [0, 1, 2] and not quiet

@@ -27,6 +27,7 @@ from harness.catalogue.agreement import backend_agreement, backend_notes
 from harness.catalogue.baselines import healthy_baselines
 from harness.catalogue.detectors import detector_rows
 from harness.catalogue.pages import fault_pages
+from harness.catalogue.progress import progress
 from harness.catalogue.protocol import Frames, evaluate_cell, extra_training_runs
 from harness.catalogue.report import FAULT_PAGES, catalogue_markdown, commands, faults_markdown
 from harness.catalogue.rows import Catalogue, CatalogueTables, agreement_frame, baselines_frame
@@ -42,7 +43,9 @@ def build(rs: RunSet, n_mc: int = 20000, seed: int = 0, detectors: bool = True, 
     Carlo tests, drawn from in cell order), and the reference detectors' scores per cell."""
     rng = np.random.default_rng(seed)
     frames = frames or rs.canonical      # one for every cell: what a cell reads is kept for the next
-    catalogue = Catalogue([evaluate_cell(cell, rs, rng, n_mc, frames) for cell in rs.cells()])
+    cells = rs.cells()
+    catalogue = Catalogue([evaluate_cell(cell, rs, rng, n_mc, frames)
+                           for cell in progress(cells, len(cells), "the canonical metrics")])
     if detectors and catalogue.cells:
         catalogue.detectors = detector_rows(rs, catalogue_dir)
     return catalogue
@@ -164,6 +167,7 @@ def write(settings: CatalogueSettings) -> dict[str, Path]:
     plots: dict[str, str] = {}
     build_command, render_command = commands(str(settings.results_dir))
     if settings.plots and not cat.empty:
+        print(f"[catalogue] drawing the heatmap and the trace plots of {len(tables.cells)} cells ...", flush=True)
         plots = plotting.write_all(tables.signatures, tables.metrics, rs, out_dir / "plots", settings.trace_metrics,
                                    commands=(render_command, build_command))
     if not cat.empty:

@@ -8,6 +8,7 @@ import pandas as pd
 
 from harness.analysis.examples import VIEWS
 from harness.analysis.runs import RunSet
+from harness.catalogue.progress import progress
 from harness.catalogue.protocol import Frames, evaluate_cell
 from harness.config import ConfigError
 from harness.logs import to_canonical
@@ -50,9 +51,8 @@ def view_manifestation(rs: RunSet, n_mc: int, seed: int = 0) -> pd.DataFrame:
     for view in sorted({v for views in VIEWS.values() for v in views} - {"canonical"}):
         frames = view_frames(rs, view)
         rng = np.random.default_rng(seed)
-        for cell in cells:
-            if not applies(view, cell.info["algo"]) or cell.info["backend"] not in ("native", "sb3"):
-                continue
+        ours = [c for c in cells if applies(view, c.info["algo"]) and c.info["backend"] in ("native", "sb3")]
+        for cell in progress(ours, len(ours), f"the {view} view"):
             summary = evaluate_cell(cell, rs, rng, n_mc, frames).summary
             rows.append({"cell": cell.label, "view": view, "manifested": summary.manifested,
                          "manifested_by": summary.manifested_by})
