@@ -59,7 +59,7 @@ def _groups(records: pd.DataFrame) -> list[tuple[float, float, dict[str, float],
     """Records -> [(row, step, {key: value}, keys in order)]: one group per row of a row-based log,
     one per step value of a step-based one (TensorBoard), in ascending order (records without either
     are dropped). A key repeated in a group keeps its last value."""
-    rows, steps = records["row"].to_numpy(dtype=float), records["step"].to_numpy(dtype=float)
+    rows, steps = (records[c].to_numpy(dtype=float, na_value=np.nan) for c in ("row", "step"))
     keys, values = records["key"].tolist(), records["value"].tolist()
     by_row = ~np.isnan(rows)
     out = []
