@@ -10,7 +10,8 @@ from typing import TypeVar
 T = TypeVar("T")
 
 
-def _clock(seconds: float) -> str:
+def clock(seconds: float) -> str:
+    """``m:ss`` (the catalogue's and the sweep's progress lines)."""
     seconds = int(seconds)
     return f"{seconds // 60}:{seconds % 60:02d}"
 
@@ -26,5 +27,5 @@ def progress(items: Iterable[T], total: int, what: str, every_s: float = 10.0,
         if now - last >= every_s and done < total:
             last = now
             elapsed = now - start
-            echo(f"[catalogue] {what}: {done}/{total} cells, {_clock(elapsed)} elapsed, "
-                 f"ETA {_clock(elapsed / done * (total - done))}")
+            echo(f"[catalogue] {what}: {done}/{total} cells, {clock(elapsed)} elapsed, "
+                 f"ETA {clock(elapsed / done * (total - done))}")

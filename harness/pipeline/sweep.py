@@ -24,6 +24,7 @@ from typing import Any
 
 from faults import FAULTS
 from harness.agents.base import Trainer, trainer_for
+from harness.catalogue.progress import clock
 from harness.config import ConfigError, backend_config
 from harness.pipeline.assemble import load_experiment, with_onset
 from harness.pipeline.sample import SampledBases, Space, digest, specialise
@@ -245,9 +246,9 @@ class StoreProgress:
         counts = self.counts()
         done = sum(counts.values())
         elapsed = time.monotonic() - self.start
-        eta = f", ETA {_clock(elapsed / done * (len(self.run_ids) - done))}" if 0 < done < len(self.run_ids) else ""
+        eta = f", ETA {clock(elapsed / done * (len(self.run_ids) - done))}" if 0 < done < len(self.run_ids) else ""
         return (f"[sweep] {done}/{len(self.run_ids)} runs stored ({counts['diverged']} diverged, "
-                f"{counts['crashed']} crashed), {_clock(elapsed)} elapsed{eta}")
+                f"{counts['crashed']} crashed), {clock(elapsed)} elapsed{eta}")
 
     def _loop(self) -> None:
         while not self._stop.wait(self.every_s):
@@ -260,11 +261,6 @@ class StoreProgress:
     def __exit__(self, *exc: Any) -> None:
         self._stop.set()
         self._thread.join()
-
-
-def _clock(seconds: float) -> str:
-    seconds = int(seconds)
-    return f"{seconds // 60}:{seconds % 60:02d}"
 
 
 # ---- the diverse dataset (hydra/sweeper=dataset) -------------------------------------------
