@@ -156,6 +156,57 @@ def test_the_model_refits_on_its_examples_alone(diverse_model, tmp_path):
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "no such file" in bad.stderr
 
 
+def test_a_refit_of_one_algorithm_keeps_the_other_algorithms_models(diverse_model, tmp_path):
+    """refit= with refit_algos=[grpo] refits GRPO's models on the given examples and keeps PPO's models,
+    card entries, scores, held-out answers and examples exactly as they were; the card says per
+    algorithm what its models were fitted on. Bad uses are one error line."""
+    import shutil
+    source = diverse_model / "catalogue" / "model"
+    out = tmp_path / "out"
+    shutil.copytree(source, out / "catalogue" / "model")
+    other = tmp_path / "other"        # the examples to refit GRPO on: the same runs' GRPO examples, fewer rows
+    other.mkdir()
+    examples = pd.read_parquet(source / "examples.parquet")
+    grpo_runs = sorted(examples.loc[examples["algo"] == "grpo", "run_id"].unique())
+    examples[examples["run_id"] != grpo_runs[0]].to_parquet(other / "examples.parquet")
+    shutil.copy(source / "model_card.json", other / "model_card.json")
+    done = subprocess.run([sys.executable, "-m", "harness.catalogue", f"results_dir={out}",
+                           f"refit={other / 'examples.parquet'}", "refit_algos=[grpo]", "left_out=false"],
+                          capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    before, after = load_models(model_path(diverse_model / "catalogue")), load_models(model_path(out / "catalogue"))
+    assert set(before) == set(after)
+    for key in before:
+        if key[0] == "ppo":          # the same fitted model (logistic: its coefficients), not a refit
+            assert before[key].info["run_ids"] == after[key].info["run_ids"], key
+            assert np.array_equal(before[key].estimator[-1].coef_, after[key].estimator[-1].coef_), key
+        else:
+            assert grpo_runs[0] not in after[key].info["run_ids"] and grpo_runs[0] in before[key].info["run_ids"], key
+    built = json.loads((source / "model_card.json").read_text())
+    card = json.loads((out / "catalogue" / "model" / "model_card.json").read_text())
+    assert {k: v for k, v in card["models"].items() if k.startswith("ppo/")} == \
+        {k: v for k, v in built["models"].items() if k.startswith("ppo/")}
+    assert set(card["algos"]) == {"ppo", "grpo"} and card["algos"]["grpo"]["fitted"] != card["algos"]["ppo"]["fitted"]
+    merged = pd.read_parquet(out / "catalogue" / "model" / "examples.parquet")
+    assert card["examples"] == len(merged) == len(examples) - int((examples["run_id"] == grpo_runs[0]).sum())
+    pd.testing.assert_frame_equal(merged[merged["algo"] == "ppo"].reset_index(drop=True),
+                                  examples[examples["algo"] == "ppo"].reset_index(drop=True), check_dtype=False)
+    scores = pd.read_parquet(out / "catalogue" / "model" / "scores.parquet")
+    old = pd.read_parquet(source / "scores.parquet")
+    assert set(scores["algo"]) == {"ppo", "grpo"}
+    pd.testing.assert_frame_equal(scores[scores["algo"] == "ppo"].reset_index(drop=True),
+                                  old[old["algo"] == "ppo"].reset_index(drop=True), check_dtype=False)
+    held = pd.read_parquet(out / "catalogue" / "model" / "heldout.parquet")
+    assert set(held["algo"]) == {"ppo", "grpo"}
+    for bad, says in ((["refit_algos=[grpo]"], "without refit="),
+                      ([f"refit={other / 'examples.parquet'}", "refit_algos=[dqn]"], "not an algorithm"),
+                      ([f"refit={other / 'examples.parquet'}", "refit_algos=[grpo]", f"results_dir={tmp_path / 'none'}"],
+                       "no model with its card")):
+        wrong = subprocess.run([sys.executable, "-m", "harness.catalogue", *bad], capture_output=True, text=True,
+                               timeout=120)
+        assert wrong.returncode == 2 and wrong.stderr.count("\n") == 1 and says in wrong.stderr, wrong.stderr
+
+
 def test_learned_detector_is_scored_out_of_sample_only(diverse_model):
     out = subprocess.run([sys.executable, "-m", "harness.evaluate", "detector=learned", f"results_dir={diverse_model}"],
                          capture_output=True, text=True, timeout=600)

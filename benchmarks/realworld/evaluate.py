@@ -232,7 +232,13 @@ NOT_TUNED = ("None of these logs was used for fitting or tuning the diagnosis: t
              "latter's more confident answers off the training range prompted a measurement on held-out envs "
              "and regions of the training runs, which refused it (healthy training logs off the range called "
              "healthy 75.7% -> 73.3%), and it was withdrawn before anything was committed: these logs saw "
-             "it, and the decision was made on the training runs' figures.")
+             "it, and the decision was made on the training runs' figures. On 2026-11-27 (session 43) the "
+             "rule was applied to each algorithm's models on their own (a log is answered by its algorithm's "
+             "models alone; the change was adopted after seeing that the C = 0.03 refit on the same 3500 runs "
+             "had failed it on PPO's views only, and knowing the C = 0.1 refit's TRL figures above): GRPO's "
+             "views of that refit passed on held-out runs and on held-out envs and regions, so the published "
+             "GRPO models are that refit and the PPO models stay; publishing them was decided before they met "
+             "these logs, and the TRL figures here are their first contact with them.")
 
 
 # ---- labels -> logs to diagnose -----------------------------------------------------------------------

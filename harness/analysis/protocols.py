@@ -9,6 +9,7 @@ Only runs of the diverse dataset are scored. Every protocol's scores are detecti
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
@@ -31,9 +32,11 @@ from harness.analysis.model import (
     expected_calibration_error,
     fit,
     fit_models,
+    load_models,
     resolved_kind,
     save_models,
 )
+from harness.config import ConfigError
 from harness.store import RunStore, atomic_write_parquet
 
 #: hyperparameter regions left out of training (sampled base values; a misconfigured fault's bad
@@ -250,3 +253,92 @@ def evaluate_and_save(examples: pd.DataFrame, settings: Mapping[str, tuple[str, 
         code=f"build of {card['trained_on_runs']} runs", examples=str(out_path.with_name("examples.parquet")), splits=1))
     progress(f"diagnosis model: {len(models)} models fitted and scored in {card['seconds']} s -> {out_path}")
     return scores
+
+
+@dataclass
+class KeptModels:
+    """What a refit of some algorithms' models keeps of the model it replaces: every other algorithm's
+    models as they are, with their model-card entries, protocol scores, held-out answers and the
+    examples they were fitted on. A log is answered by its algorithm's models alone, so the
+    algorithms' models are separate products: one may be refitted (and judged, and published) while
+    the other stays (``rlfh-catalogue refit=PATH refit_algos=[grpo]``)."""
+
+    refitted: tuple[str, ...]                       # the algorithms being refitted
+    models: dict[tuple[str, str], DiagnosisModel]   # the others' models
+    card: dict[str, Any]
+    examples: pd.DataFrame
+    held_out: pd.DataFrame | None
+    scores: pd.DataFrame                            # the others' protocol scores
+
+    @classmethod
+    def read(cls, model_path: Path, refitted: Sequence[str]) -> KeptModels:
+        """The part of the model at ``model_path`` (its card and examples beside it) that a refit of
+        ``refitted`` keeps; a one-line :class:`ConfigError` when there is no such model to keep from."""
+        cls.check(model_path, refitted)
+        card_path, examples_path = model_path.with_name("model_card.json"), model_path.with_name("examples.parquet")
+        models = {k: m for k, m in load_models(model_path).items() if k[0] not in refitted}
+        examples = pd.read_parquet(examples_path)
+        held, scored = model_path.with_name("heldout.parquet"), model_path.with_name("scores.parquet")
+        card = json.loads(card_path.read_text())
+        scores = pd.read_parquet(scored) if scored.is_file() else pd.DataFrame(card.get("protocols", []))
+        if "per_class" in scores:            # stored as JSON text (build.write_scores)
+            scores["per_class"] = scores["per_class"].map(lambda v: json.loads(v) if isinstance(v, str) else v)
+        return cls(tuple(refitted), models, card, examples[~examples["algo"].isin(refitted)].reset_index(drop=True),
+                   pd.read_parquet(held) if held.is_file() else None,
+                   scores[~scores["algo"].isin(refitted)].reset_index(drop=True) if len(scores) else scores)
+
+    @staticmethod
+    def check(model_path: Path, refitted: Sequence[str]) -> None:
+        """A one-line :class:`ConfigError` unless ``refitted`` names algorithms of the model and
+        ``model_path`` is a model with its card and examples beside it (what a refit keeps from)."""
+        unknown = sorted(set(refitted) - set(VIEWS))
+        if unknown or not refitted:
+            raise ConfigError(f"refit_algos={list(refitted)}: choose among {', '.join(sorted(VIEWS))}")
+        if not all(p.is_file() for p in (model_path, model_path.with_name("model_card.json"),
+                                         model_path.with_name("examples.parquet"))):
+            raise ConfigError(f"refit_algos= keeps the other algorithms' models of {model_path.parent}, which has no "
+                              "model with its card and examples: refit every algorithm (no refit_algos)")
+
+    def provenance(self, algo: str) -> dict[str, Any]:
+        """What the kept card says of ``algo``'s examples (a card written before cards had ``algos``
+        describes one fit of every algorithm: its own fields, with this algorithm's counts)."""
+        if algo in self.card.get("algos", {}):
+            return dict(self.card["algos"][algo])
+        mine = self.examples[self.examples["algo"] == algo]
+        model = next(m for (a, _), m in self.models.items() if a == algo)
+        kind = model.info.get("kind", "")         # a card before model_kind: the fitted strength itself
+        if kind == "logistic" and hasattr(model.estimator[-1], "C"):
+            kind = f"logistic:{model.estimator[-1].C:g}"
+        return {"examples": len(mine), "trained_on_runs": int(mine["run_id"].nunique()),
+                "examples_version": self.card.get("examples_version"), "model_kind": self.card.get("model_kind", kind),
+                "fitted": "before cards recorded it"}
+
+    def merge(self, model_path: Path, scores: pd.DataFrame) -> pd.DataFrame:
+        """Add the kept part to the refitted model just saved at ``model_path`` (models, card, examples and
+        held-out answers beside it, rewritten); returns the protocol scores of both."""
+        new_card = json.loads(model_path.with_name("model_card.json").read_text())
+        examples = pd.read_parquet(model_path.with_name("examples.parquet"))
+        mine = examples[examples["algo"].isin(self.refitted)]
+        fitted = {"examples": len(mine), "trained_on_runs": int(mine["run_id"].nunique()),
+                  "examples_version": new_card.get("examples_version"), "model_kind": new_card.get("model_kind"),
+                  "fitted": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        algos = {a: self.provenance(a) for a in sorted({a for a, _ in self.models})} | dict.fromkeys(self.refitted, fitted)
+        merged = pd.concat([self.examples, mine], ignore_index=True)
+
+        def joined(field: str) -> Any:       # one value when every algorithm's fit agrees, else per algorithm
+            values = {a: p.get(field) for a, p in algos.items()}
+            return next(iter(values.values())) if len(set(map(str, values.values()))) == 1 else values
+        card = {**new_card, "trained_on_runs": int(merged["run_id"].nunique()), "examples": len(merged),
+                "model_kind": joined("model_kind"), "examples_version": joined("examples_version"),
+                "algos": algos, "settings": {**self.card.get("settings", {}), **new_card.get("settings", {})},
+                "models": {**{k: v for k, v in self.card["models"].items() if k.split("/")[0] not in self.refitted},
+                           **new_card["models"]},
+                "protocols": [p for p in self.card.get("protocols", []) if p.get("algo") not in self.refitted]
+                + new_card.get("protocols", [])}
+        save_models({**self.models, **load_models(model_path)}, model_path, card)
+        atomic_write_parquet(model_path.with_name("examples.parquet"), merged)
+        if self.held_out is not None:
+            held = pd.read_parquet(model_path.with_name("heldout.parquet"))
+            atomic_write_parquet(model_path.with_name("heldout.parquet"), pd.concat(
+                [self.held_out[~self.held_out["algo"].isin(self.refitted)], held], ignore_index=True))
+        return pd.concat([self.scores, scores], ignore_index=True) if len(self.scores) else scores

@@ -21,7 +21,7 @@ import pandas as pd
 
 from harness.analysis import dataset
 from harness.analysis import plots as plotting
-from harness.analysis.protocols import evaluate_and_save, fit_and_evaluate
+from harness.analysis.protocols import KeptModels, evaluate_and_save, fit_and_evaluate
 from harness.analysis.runs import RunSet, cell_slug
 from harness.catalogue.agreement import backend_agreement, backend_notes
 from harness.catalogue.baselines import healthy_baselines
@@ -103,21 +103,32 @@ def read_examples(examples_path: Path, option: str = "refit=") -> tuple[pd.DataF
     return pd.read_parquet(examples_path), {k: tuple(v) for k, v in card.get("settings", {}).items()}
 
 
-def refit(results_dir: Path, examples_path: Path, kind: str = "logistic", left_out: bool = True) -> dict[str, Path]:
+def refit(results_dir: Path, examples_path: Path, kind: str = "logistic", left_out: bool = True,
+          algos: tuple[str, ...] = ()) -> dict[str, Path]:
     """Score and fit the diagnosis model on a table of training examples alone (``examples.parquet``
     as a build writes it, with the ``model_card.json`` written beside it for the settings to check per
     fault), reading no run: the model, its card and scores, and the examples under
     ``results_dir/catalogue/model/``; the catalogue's pages are re-rendered when it has a catalogue.
-    For a change of the model or its fitted evidence; a change of the features or views needs the runs."""
+    For a change of the model or its fitted evidence; a change of the features or views needs the runs.
+    ``algos``: refit only these algorithms' models from ``examples_path``; every other algorithm's
+    models stay as they are in ``results_dir``'s model (:class:`KeptModels`; the card says, per
+    algorithm, what its models were fitted on)."""
     examples, settings = read_examples(examples_path)
+    out_dir = results_dir / "catalogue" / "model"
+    kept = KeptModels.read(out_dir / "diagnosis.joblib", algos) if algos else None
+    if kept is not None:
+        examples = examples[examples["algo"].isin(algos)].reset_index(drop=True)
+        if examples.empty:
+            raise ConfigError(f"refit={examples_path} has no examples of {', '.join(algos)}")
     if "testable" not in examples:           # written before builds kept it: a build without the catalogue's runs
         print(f"note: {examples_path} does not say which runs are the diverse dataset's: every run is scored as one "
               "(as a build with model_catalogue_runs=false wrote it)")
-    out_dir = results_dir / "catalogue" / "model"
     model_file = out_dir / "diagnosis.joblib"
-    if examples_path.resolve() != (out_dir / "examples.parquet").resolve():
+    if kept is not None or examples_path.resolve() != (out_dir / "examples.parquet").resolve():
         atomic_write_parquet(out_dir / "examples.parquet", examples)
     scores = evaluate_and_save(examples, settings, model_file, left_out=left_out, kind=kind)
+    if kept is not None:
+        scores = kept.merge(model_file, scores)
     write_scores(out_dir / "scores.parquet", scores)
     written = {"model": model_file, "scores": out_dir / "scores.parquet"}
     if (results_dir / "catalogue" / "catalogue.parquet").is_file():

@@ -14,7 +14,9 @@ import hydra
 import pandas as pd
 from omegaconf import DictConfig
 
+from harness.analysis.examples import VIEWS
 from harness.analysis.model import check_kind, load_models
+from harness.analysis.protocols import KeptModels
 from harness.catalogue.build import check_examples, refit, render, write
 from harness.catalogue.settings import CatalogueSettings
 from harness.commands.app import run_app
@@ -70,7 +72,25 @@ def refit_path(cfg: DictConfig) -> Path | None:
     return Path(str(path))
 
 
+def refit_algos(cfg: DictConfig) -> tuple[str, ...]:
+    """The algorithms ``refit_algos=[...]`` names (empty: every one); a one-line error without ``refit=``
+    or naming an algorithm the model has no views of."""
+    algos = cfg.get("refit_algos", None)
+    if algos in (None, False, "", []):
+        return ()
+    names = (algos,) if isinstance(algos, str) else tuple(str(a) for a in algos)
+    if refit_path(cfg) is None:
+        raise ConfigError("refit_algos= without refit=PATH: it says which algorithms' models a refit replaces")
+    unknown = [a for a in names if a not in VIEWS]
+    if unknown:
+        raise ConfigError(f"refit_algos={list(names)}: {', '.join(unknown)} is not an algorithm of the model "
+                          f"(choose among {', '.join(sorted(VIEWS))})")
+    KeptModels.check(Path(cfg.results_dir) / "catalogue" / MODEL_FILE, names)
+    return names
+
+
 def validate(cfg: DictConfig) -> None:
+    refit_algos(cfg)
     if refit_path(cfg) is not None:
         check_kind(str(cfg.get("model_kind", "logistic")))
         check_examples(refit_path(cfg))
@@ -91,7 +111,7 @@ def app(cfg: DictConfig) -> None:
     if examples is not None:
         print(f"refitting the diagnosis model on {examples} (no run is read)", flush=True)
         for path in refit(Path(cfg.results_dir), examples, str(cfg.get("model_kind", "logistic")),
-                          bool(cfg.get("left_out", True))).values():
+                          bool(cfg.get("left_out", True)), refit_algos(cfg)).values():
             print(f"wrote {path}")
         if publish_mode(cfg):
             for path in publish(Path(cfg.results_dir)):
