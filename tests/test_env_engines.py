@@ -47,6 +47,23 @@ def test_the_same_seed_gives_the_same_episodes_and_another_seed_others():
     assert not np.array_equal(rollout(5), rollout(6))
 
 
+def test_one_worker_thread_gives_the_episodes_of_envpools_default_pool():
+    """The engine runs EnvPool with one worker thread per env (faster beside a learner and a sweep's
+    other processes); stored runs were made with EnvPool's default pool: the episodes must not change."""
+    pytest.importorskip("mujoco")
+    for env_id, shape in (("CartPole-v1", None), ("Hopper-v5", (8, 3))):
+        one, pool = EnvPoolVectorEnv(env_id, 8), EnvPoolVectorEnv(env_id, 8, num_threads=0)
+        assert one._env.config["num_threads"] == 1 and pool._env.config["num_threads"] != 1
+        rng = np.random.default_rng(0)
+        np.testing.assert_array_equal(one.reset(seed=4)[0], pool.reset(seed=4)[0])
+        for _ in range(300):
+            actions = rng.integers(0, 2, 8) if shape is None else rng.uniform(-1, 1, shape).astype(np.float32)
+            for a, b in zip(one.step(actions)[:4], pool.step(actions)[:4]):
+                np.testing.assert_array_equal(a, b)
+        one.close()
+        pool.close()
+
+
 def test_mujoco_actions_are_declared_as_gymnasium_declares_them():
     pytest.importorskip("mujoco")
     pool = EnvPoolVectorEnv("HalfCheetah-v5", 2)
