@@ -164,6 +164,8 @@ def test_a_refit_of_one_algorithm_keeps_the_other_algorithms_models(diverse_mode
     source = diverse_model / "catalogue" / "model"
     out = tmp_path / "out"
     shutil.copytree(source, out / "catalogue" / "model")
+    kept_examples = out / "catalogue" / "model" / "examples.parquet"   # as built before builds kept `testable`:
+    pd.read_parquet(kept_examples).drop(columns="testable").to_parquet(kept_examples)   # every run is scored
     other = tmp_path / "other"        # the examples to refit GRPO on: the same runs' GRPO examples, fewer rows
     other.mkdir()
     examples = pd.read_parquet(source / "examples.parquet")
@@ -189,8 +191,13 @@ def test_a_refit_of_one_algorithm_keeps_the_other_algorithms_models(diverse_mode
     assert set(card["algos"]) == {"ppo", "grpo"} and card["algos"]["grpo"]["fitted"] != card["algos"]["ppo"]["fitted"]
     merged = pd.read_parquet(out / "catalogue" / "model" / "examples.parquet")
     assert card["examples"] == len(merged) == len(examples) - int((examples["run_id"] == grpo_runs[0]).sum())
-    pd.testing.assert_frame_equal(merged[merged["algo"] == "ppo"].reset_index(drop=True),
-                                  examples[examples["algo"] == "ppo"].reset_index(drop=True), check_dtype=False)
+    ppo = merged[merged["algo"] == "ppo"].reset_index(drop=True)
+    assert ppo["testable"].notna().all() and ppo["testable"].astype(bool).all()   # every run scored, as before
+    pd.testing.assert_frame_equal(ppo.drop(columns="testable"), examples[examples["algo"] == "ppo"].reset_index(
+        drop=True).drop(columns="testable"), check_dtype=False)
+    from harness.analysis.protocols import protocols
+    for algo in ("ppo", "grpo"):
+        assert next(p for p in protocols(merged, algo, left_out=False) if p.kind == "held-out runs").test, algo
     scores = pd.read_parquet(out / "catalogue" / "model" / "scores.parquet")
     old = pd.read_parquet(source / "scores.parquet")
     assert set(scores["algo"]) == {"ppo", "grpo"}

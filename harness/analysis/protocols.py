@@ -323,7 +323,11 @@ class KeptModels:
                   "examples_version": new_card.get("examples_version"), "model_kind": new_card.get("model_kind"),
                   "fitted": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
         algos = {a: self.provenance(a) for a in sorted({a for a, _ in self.models})} | dict.fromkeys(self.refitted, fitted)
-        merged = pd.concat([self.examples, mine], ignore_index=True)
+        kept = self.examples
+        if "testable" in mine and "testable" not in kept:      # a table without it scores every run (_testable)
+            kept = kept.assign(testable=True)
+        merged = pd.concat([kept, mine.assign(testable=True) if "testable" in kept and "testable" not in mine
+                            else mine], ignore_index=True)
 
         def joined(field: str) -> Any:       # one value when every algorithm's fit agrees, else per algorithm
             values = {a: p.get(field) for a, p in algos.items()}
