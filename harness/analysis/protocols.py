@@ -283,17 +283,19 @@ class KeptModels:
         scores = pd.read_parquet(scored) if scored.is_file() else pd.DataFrame(card.get("protocols", []))
         if "per_class" in scores:            # stored as JSON text (build.write_scores)
             scores["per_class"] = scores["per_class"].map(lambda v: json.loads(v) if isinstance(v, str) else v)
-        return cls(tuple(refitted), models, card, examples[~examples["algo"].isin(refitted)].reset_index(drop=True),
-                   pd.read_parquet(held) if held.is_file() else None,
-                   scores[~scores["algo"].isin(refitted)].reset_index(drop=True) if len(scores) else scores)
+        def others(frame: pd.DataFrame) -> pd.DataFrame:
+            return frame[~frame["algo"].isin(refitted)].reset_index(drop=True) if len(frame) else frame
+        return cls(tuple(refitted), models, card, others(examples),
+                   others(pd.read_parquet(held)) if held.is_file() else None, others(scores))
 
     @staticmethod
     def check(model_path: Path, refitted: Sequence[str]) -> None:
         """A one-line :class:`ConfigError` unless ``refitted`` names algorithms of the model and
         ``model_path`` is a model with its card and examples beside it (what a refit keeps from)."""
-        unknown = sorted(set(refitted) - set(VIEWS))
+        unknown = [a for a in refitted if a not in VIEWS]
         if unknown or not refitted:
-            raise ConfigError(f"refit_algos={list(refitted)}: choose among {', '.join(sorted(VIEWS))}")
+            raise ConfigError(f"refit_algos={list(refitted)}: {', '.join(unknown) or 'nothing'} is not an algorithm "
+                              f"of the model (choose among {', '.join(sorted(VIEWS))})")
         if not all(p.is_file() for p in (model_path, model_path.with_name("model_card.json"),
                                          model_path.with_name("examples.parquet"))):
             raise ConfigError(f"refit_algos= keeps the other algorithms' models of {model_path.parent}, which has no "
@@ -313,21 +315,19 @@ class KeptModels:
                 "examples_version": self.card.get("examples_version"), "model_kind": self.card.get("model_kind", kind),
                 "fitted": "before cards recorded it"}
 
-    def merge(self, model_path: Path, scores: pd.DataFrame) -> pd.DataFrame:
-        """Add the kept part to the refitted model just saved at ``model_path`` (models, card, examples and
-        held-out answers beside it, rewritten); returns the protocol scores of both."""
+    def merge(self, model_path: Path, mine: pd.DataFrame, scores: pd.DataFrame) -> pd.DataFrame:
+        """Add the kept part to the refitted model just saved at ``model_path`` from the examples ``mine``
+        (the model, its card, the examples and held-out answers beside it, written); returns the protocol
+        scores of both."""
         new_card = json.loads(model_path.with_name("model_card.json").read_text())
-        examples = pd.read_parquet(model_path.with_name("examples.parquet"))
-        mine = examples[examples["algo"].isin(self.refitted)]
         fitted = {"examples": len(mine), "trained_on_runs": int(mine["run_id"].nunique()),
                   "examples_version": new_card.get("examples_version"), "model_kind": new_card.get("model_kind"),
                   "fitted": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
         algos = {a: self.provenance(a) for a in sorted({a for a, _ in self.models})} | dict.fromkeys(self.refitted, fitted)
-        kept = self.examples
-        if "testable" in mine and "testable" not in kept:      # a table without it scores every run (_testable)
-            kept = kept.assign(testable=True)
-        merged = pd.concat([kept, mine.assign(testable=True) if "testable" in kept and "testable" not in mine
-                            else mine], ignore_index=True)
+        parts = [self.examples, mine]
+        if ("testable" in parts[0]) != ("testable" in parts[1]):   # a table without it scores every run (_testable)
+            parts = [p if "testable" in p else p.assign(testable=True) for p in parts]
+        merged = pd.concat(parts, ignore_index=True)
 
         def joined(field: str) -> Any:       # one value when every algorithm's fit agrees, else per algorithm
             values = {a: p.get(field) for a, p in algos.items()}
@@ -343,6 +343,6 @@ class KeptModels:
         atomic_write_parquet(model_path.with_name("examples.parquet"), merged)
         if self.held_out is not None:
             held = pd.read_parquet(model_path.with_name("heldout.parquet"))
-            atomic_write_parquet(model_path.with_name("heldout.parquet"), pd.concat(
-                [self.held_out[~self.held_out["algo"].isin(self.refitted)], held], ignore_index=True))
+            atomic_write_parquet(model_path.with_name("heldout.parquet"), pd.concat([self.held_out, held],
+                                                                                   ignore_index=True))
         return pd.concat([self.scores, scores], ignore_index=True) if len(self.scores) else scores

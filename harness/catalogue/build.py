@@ -124,11 +124,11 @@ def refit(results_dir: Path, examples_path: Path, kind: str = "logistic", left_o
         print(f"note: {examples_path} does not say which runs are the diverse dataset's: every run is scored as one "
               "(as a build with model_catalogue_runs=false wrote it)")
     model_file = out_dir / "diagnosis.joblib"
-    if kept is not None or examples_path.resolve() != (out_dir / "examples.parquet").resolve():
+    if kept is None and examples_path.resolve() != (out_dir / "examples.parquet").resolve():
         atomic_write_parquet(out_dir / "examples.parquet", examples)
     scores = evaluate_and_save(examples, settings, model_file, left_out=left_out, kind=kind)
-    if kept is not None:
-        scores = kept.merge(model_file, scores)
+    if kept is not None:                     # writes the examples of both parts
+        scores = kept.merge(model_file, examples, scores)
     write_scores(out_dir / "scores.parquet", scores)
     written = {"model": model_file, "scores": out_dir / "scores.parquet"}
     if (results_dir / "catalogue" / "catalogue.parquet").is_file():
