@@ -9,12 +9,14 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
 from harness.analysis import stats
+from harness.analysis.runs import cell_slug
 from harness.analysis.signatures import SIGNATURES
 from harness.catalogue.build import write
 from harness.catalogue.protocol import split_of
@@ -272,6 +274,8 @@ def test_an_item_that_fails_does_not_end_the_manifestation_test():
     (["trace_metrics=[reward_mean,nope]"], "unknown metric 'nope' in trace_metrics"),
     (["n_mc=1"], "n_mc=1 is out of range"),
     (["results_dir=/nonexistent/dir"], "no runs under /nonexistent/dir/runs"),
+    (["merge=/nonexistent/part"], "merge=/nonexistent/part: no built part there (no catalogue/build.json)"),
+    (["merge=/nonexistent/part", "render=only"], "merge= with render=, publish= or refit="),
 ])
 def test_bad_catalogue_arguments_are_one_line(args, message, tmp_path):
     out = subprocess.run([sys.executable, "-m", "harness.catalogue", *args], capture_output=True, text=True,
@@ -426,3 +430,87 @@ def test_progress_lines_name_the_loop_and_leave_the_items_alone():
     assert not list(progress([], 0, "x", echo=lines.append)) and len(lines) == 3
     quiet: list[str] = []
     assert list(progress(range(3), 3, "x", every_s=3600, echo=quiet.append)) == [0, 1, 2] and not quiet
+
+
+# ---- a catalogue assembled from parts ------------------------------------------------------------
+
+def test_a_part_merged_replaces_its_cells_and_says_how_it_was_made(store, small_runs, tmp_path):
+    """A catalogue built whole (the store's), then a part (the small store: zero_reward on CartPole at
+    another budget) merged into it: the part's cell replaces the one of the same name with its rows,
+    views and trace plot, every other cell is kept as it was, the agreement is what a build of the merged
+    cells gives, parts.json and CATALOGUE.md say which part holds which cells and how to regenerate it,
+    and merging the same part again changes nothing."""
+    from harness.catalogue.agreement import frame_agreement
+    from harness.catalogue.build import render
+    from harness.catalogue.parts import merge, read_parts
+    from harness.catalogue.rows import agreement_frame
+
+    whole, part = tmp_path / "results", tmp_path / "part"
+    shutil.copytree(store[0] / "catalogue", whole / "catalogue")
+    shutil.copytree(small_runs / "runs", part / "runs")
+    write(CatalogueSettings(part, n_mc=200, trace_metrics=(), plots=True, dataset=False, model=False))
+    before = pd.read_parquet(whole / "catalogue" / "catalogue.parquet")
+    built = pd.read_parquet(part / "catalogue" / "catalogue.parquet")
+    name = "zero_reward | ppo/cartpole/native"
+    assert set(built["cell"]) == {name} and name in set(before["cell"])
+    old_plot = f"traces_{cell_slug(name, before.loc[before['cell'] == name, 'base'].iloc[0])}.png"
+    new_plot = f"traces_{cell_slug(name, built['base'].iloc[0])}.png"
+    assert old_plot != new_plot and (whole / "catalogue" / "plots" / old_plot).exists()
+
+    parts = merge(whole, part)
+    render(whole)
+    after = pd.read_parquet(whole / "catalogue" / "catalogue.parquet")
+
+    def same(a: pd.DataFrame, b: pd.DataFrame) -> None:      # a missing value is missing, None or NaN
+        pd.testing.assert_frame_equal(*(f.reset_index(drop=True).astype(object).where(f.notna().values, None)
+                                        for f in (a, b)))
+    same(after[after["cell"] == name], built)
+    same(after[after["cell"] != name], before[before["cell"] != name])
+    views = pd.read_parquet(whole / "catalogue" / "views.parquet")
+    part_views = pd.read_parquet(part / "catalogue" / "views.parquet")
+    pd.testing.assert_frame_equal(views[views["cell"] == name].reset_index(drop=True), part_views)
+    plots = whole / "catalogue" / "plots"
+    assert (plots / new_plot).exists() and not (plots / old_plot).exists()
+    agreement = whole / "catalogue" / "backends.parquet"
+    expected = agreement_frame(frame_agreement(after))
+    assert expected.empty != agreement.exists()
+    if agreement.exists():
+        pd.testing.assert_frame_equal(pd.read_parquet(agreement), expected)
+
+    assert [p.cells for p in parts] == [sorted(set(before["cell"]) - {name}), [name]]
+    assert read_parts(whole / "catalogue") == parts
+    assert parts[0].name.startswith("built whole") and parts[0].commands == []
+    assert parts[1].setups == ["ppo/cartpole/native"] and parts[1].runs == 4 and parts[1].results_dir == str(part)
+    assert parts[1].commands[-1] == f"python -m harness.catalogue merge={part}"
+    md = (whole / "catalogue" / "CATALOGUE.md").read_text()
+    assert "Built in parts" in md and f"python -m harness.catalogue merge={part}" in md
+    assert "python -m harness -m +sweep=catalogue results_dir=" not in md    # no whole-build recipe for a merged one
+
+    merge(whole, part)
+    pd.testing.assert_frame_equal(pd.read_parquet(whole / "catalogue" / "catalogue.parquet"), after)
+    assert read_parts(whole / "catalogue") == parts
+
+
+def test_the_agreement_of_a_catalogue_frame_is_the_builds(store):
+    """backends.parquet recomputed from catalogue.parquet (as a merge does) equals what the build wrote
+    from its cells: the store has GRPO only natively, so both say no fault ran on two backends; the
+    published catalogue (native and TRL cells) is compared too."""
+    from harness.catalogue.agreement import frame_agreement
+    from harness.catalogue.rows import agreement_frame
+
+    for cat_dir in (store[0] / "catalogue", Path(__file__).parents[1] / "results" / "catalogue"):
+        cat = pd.read_parquet(cat_dir / "catalogue.parquet")
+        expected = agreement_frame(frame_agreement(cat))
+        path = cat_dir / "backends.parquet"
+        assert expected.empty != path.exists()
+        if path.exists():
+            pd.testing.assert_frame_equal(pd.read_parquet(path), expected, check_dtype=False)
+
+
+def test_a_parts_sweep_command_reads_as_typed():
+    from harness.catalogue.parts import _sweep_command
+
+    assert _sweep_command({"command": "/w/src/harness/__main__.py -m +sweep=catalogue results_dir=/p"}) == (
+        "python -m harness -m +sweep=catalogue results_dir=/p")
+    assert _sweep_command({"command": "/venv/bin/rlfh -m +sweep=catalogue"}) == "rlfh -m +sweep=catalogue"
+    assert _sweep_command({}) == ""

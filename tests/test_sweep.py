@@ -12,7 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from harness.pipeline.sweep import SLICES, dealing_order
+from harness.pipeline.sweep import SLICES, Setup, dealing_order, only_setups
 from harness.store import RunStore
 
 SMALL = ["hydra.sweeper.seeds=2", "hydra.sweeper.faults=[none,shared_policy,zero_reward,tiny_clip]",
@@ -72,7 +72,7 @@ def test_catalogue_sweep_survives_kill_9_and_resumes(tmp_path):
 
 def test_catalogue_plan_covers_faults_setups_onsets_controls():
     from faults import FAULTS
-    from harness.pipeline.sweep import Setup, mid_onset, plan
+    from harness.pipeline.sweep import mid_onset, plan
 
     jobs = plan([Setup("ppo", "cartpole"), Setup("grpo", "toyseq")], [Setup("ppo_single_pass", "cartpole")],
                 "all", 2, algo_name=lambda s: s.algo.split("_")[0], onsets=["0", "mid"], n_updates=lambda s: 30)
@@ -126,6 +126,18 @@ def test_catalogue_plan_covers_faults_setups_onsets_controls():
     assert len({mid_onset("zero_reward", seed, 300) for seed in range(12)}) > 6          # a spread of onsets
 
 
+def test_a_part_of_the_sweep_is_its_setups_and_their_controls():
+    """hydra.sweeper.setups_only names setups of the preset (algo/env/backend); the controls kept are those on
+    their env and backend, so a part's cells have their look-alikes and no other setup's runs."""
+    setups = [Setup("ppo", "cartpole"), Setup("ppo", "acrobot", extra=("env.engine=envpool",)),
+              Setup("ppo", "acrobot", "sb3"), Setup("grpo", "toyseq")]
+    controls = [Setup("ppo_single_pass", "cartpole"), Setup("ppo_small_lr", "acrobot"),
+                Setup("ppo_single_pass", "acrobot", "sb3"), Setup("grpo_single_pass", "toyseq")]
+    chosen, kept = only_setups(setups, controls, ["ppo/acrobot/sb3", "ppo/acrobot/native", "ppo/acrobot/sb3"])
+    assert chosen == [setups[2], setups[1]] and kept == [controls[1], controls[2]]
+    assert only_setups(setups, controls, ["grpo/toyseq/native"]) == ([setups[3]], [controls[3]])
+
+
 @pytest.mark.parametrize("args, message", [
     (["seed=0,1"], "the catalogue sweep builds its own job list"),
     (["hydra.sweeper.faults=[none,nope]"], "unknown fault 'nope' in hydra.sweeper.faults"),
@@ -134,6 +146,8 @@ def test_catalogue_plan_covers_faults_setups_onsets_controls():
     (["hydra.sweeper.setups=[{algo:ppo,env:cartpole,extra:['env.engine=steam']}]"], "env.engine='steam'"),
     (["hydra.sweeper.setups=[{algo:ppo,env:cartpole,onsets:[late]}]"],
      "the onsets of setup ppo/cartpole/native=['late']; valid values: 0, mid"),
+    (["hydra.sweeper.setups_only=[ppo/acrobot/sb3,ppo/mars/native]"],
+     "hydra.sweeper.setups_only: no setup 'ppo/mars/native'; the sweep's setups: ppo/cartpole/native, "),
 ])
 def test_bad_catalogue_sweep_is_one_line(tmp_path, args, message):
     out = harness("-m", "+sweep=catalogue", f"results_dir={tmp_path}", *args)

@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from typing import Any
+
+import pandas as pd
 
 from harness.agents.base import trainers_of
-from harness.catalogue.rows import AgreementRow, CellResult, SignatureRow
+from harness.catalogue.rows import AgreementRow, CellResult
 from harness.config import ConfigError, backend_config
 
 #: what makes two cells the same fault on different backends
@@ -22,38 +25,56 @@ def _spread(rates: list[float]) -> float:
     return max(values) - min(values) if values else 0.0
 
 
+#: one cell as the agreement reads it: its key, its backend, and per signature (name, expected, held-out
+#: rate on faulty runs, on healthy runs)
+CellRates = tuple[tuple[Any, ...], str, list[tuple[str, bool, float, float]]]
+
+
 def backend_agreement(results: list[CellResult]) -> list[AgreementRow]:
+    """The agreement over the cells a build evaluated (:func:`agreement`)."""
+    return agreement([(tuple(getattr(r.summary, k) for k in AGREEMENT_KEYS), r.summary.backend,
+                       [(s.name, s.expected, s.held_out.faulty.rate, s.held_out.healthy.rate) for s in r.signatures])
+                      for r in results])
+
+
+def frame_agreement(cat: pd.DataFrame) -> list[AgreementRow]:
+    """The agreement over a catalogue frame's cells (catalogue.parquet, e.g. parts merged), in its row
+    order: the same rows :func:`backend_agreement` gives for the cells it was built from."""
+    sigs = cat[cat["kind"] == "signature"]
+    return agreement([(tuple(rows.iloc[0][k] for k in AGREEMENT_KEYS), str(rows.iloc[0]["backend"]),
+                       list(zip(rows["name"], rows["expected"].astype(bool), rows["rate_faulty"].astype(float),
+                                rows["rate_healthy"].astype(float))))
+                      for _, rows in sigs.groupby("cell", sort=False)])
+
+
+def agreement(cells: list[CellRates]) -> list[AgreementRow]:
     """For faults run on more than one backend (same algorithm, env, parameters and onset kind):
     each signature's held-out firing rates side by side, and whether the backends disagree: the rate
     on faulty or on healthy runs differs by >= 0.5. (Whether a signature "separates" is not compared:
     it counts the look-alike controls, which one backend may not have.) Groups in key order,
     signatures in registry order, backends sorted."""
-    groups: dict[tuple[str, ...], list[CellResult]] = defaultdict(list)
-    for result in results:
-        groups[tuple(getattr(result.summary, k) for k in AGREEMENT_KEYS)].append(result)
+    groups: dict[tuple[Any, ...], list[CellRates]] = defaultdict(list)
+    for cell in cells:
+        groups[cell[0]].append(cell)
     rows = []
     for key in sorted(groups):
         members = groups[key]
-        backends = sorted({m.summary.backend for m in members})
+        backends = sorted({backend for _, backend, _ in members})
         if len(backends) < 2:
             continue
         # a fault on two base configurations of one backend (e.g. two budgets): the first is compared
-        by_backend: dict[tuple[str, str], SignatureRow] = {}
-        for m in members:
-            for sig in m.signatures:
-                by_backend.setdefault((sig.name, m.summary.backend), sig)
-        expected = {}
-        for sig in (sig for m in members for sig in m.signatures):
-            expected.setdefault(sig.name, sig.expected)
+        by_backend: dict[tuple[str, str], tuple[float, float]] = {}
+        expected: dict[str, bool] = {}
+        for _, backend, sigs in members:
+            for name, exp, faulty, healthy in sigs:
+                by_backend.setdefault((name, backend), (float(faulty), float(healthy)))
+                expected.setdefault(name, bool(exp))
         for name in expected:
-            present = [b for b in backends if (name, b) in by_backend]
-            rates = {b: (by_backend[name, b].held_out.faulty.rate, by_backend[name, b].held_out.healthy.rate)
-                     for b in present}
+            rates = {b: by_backend[name, b] for b in backends if (name, b) in by_backend}
             disagree = (_spread([f for f, _ in rates.values()]) >= DISAGREE
                         or _spread([h for _, h in rates.values()]) >= DISAGREE)
             rows.append(AgreementRow(key=dict(zip(AGREEMENT_KEYS, key)), signature=name,
-                                     expected=expected[name], rates=rates,
-                                     disagree=bool(disagree)))
+                                     expected=expected[name], rates=rates, disagree=bool(disagree)))
     return rows
 
 

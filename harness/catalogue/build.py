@@ -27,6 +27,7 @@ from harness.catalogue.agreement import backend_agreement, backend_notes
 from harness.catalogue.baselines import healthy_baselines
 from harness.catalogue.detectors import detector_rows
 from harness.catalogue.pages import fault_pages
+from harness.catalogue.parts import PARTS_FILE, read_parts, write_build_record
 from harness.catalogue.progress import progress
 from harness.catalogue.protocol import Frames, evaluate_cell, extra_training_runs
 from harness.catalogue.report import FAULT_PAGES, catalogue_markdown, commands, faults_markdown
@@ -144,7 +145,7 @@ def write_pages(out_dir: Path, tables: CatalogueTables, baselines: pd.DataFrame,
     notes = backend_notes([b for b in backends if b != "native"]) if backends else {}
     atomic_write_bytes(out_dir / "CATALOGUE.md",
                        catalogue_markdown(tables, baselines, agreement, notes, plots, results_dir,
-                                          views=views, model_scores=scores).encode())
+                                          views=views, model_scores=scores, parts=read_parts(out_dir)).encode())
     atomic_write_bytes(out_dir / "FAULTS.md", faults_markdown(tables.cells, results_dir).encode())
     written = {"markdown": out_dir / "CATALOGUE.md", "faults": out_dir / "FAULTS.md"}
     pages = fault_pages(tables, agreement, notes, plots, views, results_dir) if not tables.cells.empty else {}
@@ -189,6 +190,8 @@ def write(settings: CatalogueSettings) -> dict[str, Path]:
     if not agreement.empty:
         atomic_write_parquet(out_dir / "backends.parquet", agreement)
         written["backends"] = out_dir / "backends.parquet"
+    written["build"] = write_build_record(rs, out_dir)
+    (out_dir / PARTS_FILE).unlink(missing_ok=True)      # built whole: no part of an earlier merge is left
     written.update(write_pages(out_dir, tables, baselines, agreement, views, scores, plots, str(settings.results_dir)))
     if settings.dataset:
         written.update(dataset.write(rs, settings.results_dir / "dataset", build_command))

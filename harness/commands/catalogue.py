@@ -1,7 +1,8 @@
 """``rlfh-catalogue`` (``python -m harness.catalogue``): aggregate stored runs into the catalogue and the
 labelled dataset; ``publish=true`` (or ``only``) copies the diagnosis model into the package;
 ``render=only`` rewrites the catalogue's pages and heatmap from the files it wrote, reading no run;
-``refit=PATH`` scores and fits the diagnosis model on a table of training examples alone.
+``refit=PATH`` scores and fits the diagnosis model on a table of training examples alone;
+``merge=PATH`` puts a part (a catalogue built from some setups' runs) into results_dir's catalogue.
 
 The work is done in :mod:`harness.catalogue.build`; this module is the command.
 """
@@ -17,6 +18,7 @@ from omegaconf import DictConfig
 from harness.analysis.model import check_kind, load_models
 from harness.analysis.protocols import KeptModels
 from harness.catalogue.build import check_examples, refit, render, write
+from harness.catalogue.parts import BUILD_FILE, merge
 from harness.catalogue.settings import CatalogueSettings
 from harness.commands.app import run_app
 from harness.config import CONF_DIR, ConfigError
@@ -84,8 +86,25 @@ def refit_algos(cfg: DictConfig) -> tuple[str, ...]:
     return names
 
 
+def merge_path(cfg: DictConfig) -> Path | None:
+    """The part ``merge=PATH`` names (None without it); a one-line error with another mode or for a
+    directory that holds no built part."""
+    path = cfg.get("merge", None)
+    if path in (None, False, ""):
+        return None
+    if render_mode(cfg) or publish_mode(cfg) or cfg.get("refit", None):
+        raise ConfigError("merge= with render=, publish= or refit=: run them one after the other")
+    part = Path(str(path))
+    if not (part / "catalogue" / BUILD_FILE).is_file():
+        raise ConfigError(f"merge={part}: no built part there (no catalogue/{BUILD_FILE}): build it first "
+                          f"(python -m harness.catalogue results_dir={part} fit_model=false dataset=false)")
+    return part
+
+
 def validate(cfg: DictConfig) -> None:
     refit_algos(cfg)
+    if merge_path(cfg) is not None:
+        return
     if refit_path(cfg) is not None:
         check_kind(str(cfg.get("model_kind", "logistic")))
         check_examples(refit_path(cfg))
@@ -102,6 +121,14 @@ def validate(cfg: DictConfig) -> None:
 
 @hydra.main(config_path=str(CONF_DIR), config_name="catalogue", version_base=None)
 def app(cfg: DictConfig) -> None:
+    part = merge_path(cfg)
+    if part is not None:
+        parts = merge(Path(cfg.results_dir), part)
+        print(f"merged {part}: {len(parts[-1].cells)} cells of {', '.join(parts[-1].setups)}; "
+              f"the catalogue has {len(parts)} parts", flush=True)
+        for path in render(Path(cfg.results_dir)).values():
+            print(f"wrote {path}")
+        return
     examples = refit_path(cfg)
     if examples is not None:
         print(f"refitting the diagnosis model on {examples} (no run is read)", flush=True)

@@ -66,6 +66,19 @@ def as_setups(items: Sequence[Any]) -> list[Setup]:
     return out
 
 
+def only_setups(setups: list[Setup], controls: list[Setup], only: Sequence[str]) -> tuple[list[Setup], list[Setup]]:
+    """A part of the sweep (docs/catalogue.md, "Building it in parts"): the setups named in ``only``
+    (``algo/env/backend``, e.g. ``ppo/acrobot/sb3``) and the controls on their env and backend; a
+    ConfigError naming the valid setups for a name no setup has."""
+    names = {f"{s.algo}/{s.env}/{s.backend}": s for s in setups}
+    unknown = [n for n in only if n not in names]
+    if unknown:
+        raise ConfigError(f"hydra.sweeper.setups_only: no setup {unknown[0]!r}; the sweep's setups: {', '.join(names)}")
+    chosen = [names[n] for n in dict.fromkeys(only)]
+    places = {(s.env, s.backend) for s in chosen}
+    return chosen, [c for c in controls if (c.env, c.backend) in places]
+
+
 ONSETS = ("0", "mid")
 
 
@@ -198,7 +211,10 @@ def plan_runs(settings: dict[str, Any], arguments: Sequence[str],
             base[setup] = load_experiment(compose([*setup.overrides(), *arguments]))
         return base[setup]
 
-    jobs = plan(as_setups(settings["setups"]), as_setups(settings["controls"]), settings["faults"],
+    setups, controls = as_setups(settings["setups"]), as_setups(settings["controls"])
+    if settings.get("setups_only"):
+        setups, controls = only_setups(setups, controls, [str(n) for n in settings["setups_only"]])
+    jobs = plan(setups, controls, settings["faults"],
                 int(settings["seeds"]), lambda s: healthy(s).algo.name, extra=arguments,
                 onsets=list(settings.get("onsets") or ("0",)),
                 n_updates=lambda s: n_updates_planned(healthy(s)), engine=str(settings.get("engine", "loop")))

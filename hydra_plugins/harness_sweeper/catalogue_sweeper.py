@@ -27,6 +27,7 @@ class CatalogueSweeperConf:
     controls: Any = field(default_factory=list)  # [{algo, env, backend}], run with fault=none
     engine: str = "loop"                      # seed_batched: a native PPO cell's seeds train as one job
     progress_every_s: float = 10.0
+    setups_only: Any = None                   # [algo/env/backend, ...]: these setups and their controls (a part)
 
 
 ConfigStore.instance().store(group="hydra/sweeper", name="catalogue", node=CatalogueSweeperConf,
@@ -37,8 +38,9 @@ class CatalogueSweeper(StoreSweeper):
     kind = "catalogue"
 
     def __init__(self, seeds: int, faults: Any, onsets: Any, setups: Any, controls: Any, engine: str,
-                 progress_every_s: float) -> None:
+                 progress_every_s: float, setups_only: Any = None) -> None:
         super().__init__()
+        self.setups_only = setups_only
         self.seeds, self.faults, self.onsets = seeds, faults, onsets
         self.setups, self.controls, self.engine = setups, controls, engine
         self.progress_every_s = progress_every_s
@@ -51,7 +53,8 @@ class CatalogueSweeper(StoreSweeper):
 
     def sweeper_settings(self) -> Any:
         return {"seeds": self.seeds, "faults": plain(self.faults), "onsets": plain(self.onsets),
-                "setups": plain(self.setups), "controls": plain(self.controls), "engine": self.engine}
+                "setups": plain(self.setups), "controls": plain(self.controls), "engine": self.engine,
+                "setups_only": plain(self.setups_only) if self.setups_only else None}
 
     def jobs(self, todo: Sequence[Any], arguments: List[str]) -> List[List[str]]:
         from harness.pipeline.sweep import batch_jobs
