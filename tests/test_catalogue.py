@@ -506,11 +506,3 @@ def test_the_agreement_of_a_catalogue_frame_is_the_builds(store):
         if path.exists():
             pd.testing.assert_frame_equal(pd.read_parquet(path), expected, check_dtype=False)
 
-
-def test_a_parts_sweep_command_reads_as_typed():
-    from harness.catalogue.parts import _sweep_command
-
-    assert _sweep_command({"command": "/w/src/harness/__main__.py -m +sweep=catalogue results_dir=/p"}) == (
-        "python -m harness -m +sweep=catalogue results_dir=/p")
-    assert _sweep_command({"command": "/venv/bin/rlfh -m +sweep=catalogue"}) == "rlfh -m +sweep=catalogue"
-    assert _sweep_command({}) == ""

@@ -25,6 +25,7 @@ from typing import Any
 
 import pandas as pd
 
+from harness.analysis.dataset import as_module_command
 from harness.analysis.runs import RunSet, cell_slug
 from harness.catalogue.agreement import frame_agreement
 from harness.catalogue.rows import BASELINE_COLUMNS, agreement_frame
@@ -56,19 +57,10 @@ def code_version() -> str:
     return commit + ("+changes" if _git("status", "--porcelain", "--untracked-files=no", cwd=root) else "")
 
 
-def _sweep_command(meta: dict[str, Any]) -> str:
-    """The command line a run was trained by, as a user types it (``python -m harness ...`` for the
-    module's ``__main__.py``, the program's name for a console script)."""
-    program, _, args = str(meta.get("command", "")).partition(" ")
-    path = Path(program)
-    program = f"python -m {path.parent.name}" if path.name == "__main__.py" else path.name
-    return f"{program} {args}".strip()
-
-
 def build_record(rs: RunSet) -> dict[str, Any]:
     """``build.json``: when and by which code a catalogue was built, from how many runs, and the sweep
     commands its runs were trained by (in order of first appearance)."""
-    commands = list(dict.fromkeys(_sweep_command(m) for m in rs.metas.values() if m.get("command")))
+    commands = list(dict.fromkeys(as_module_command(m["command"]) for m in rs.metas.values() if m.get("command")))
     return {"built": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "code": code_version(),
             "runs": len(rs.runs), "results_dir": str(rs.root) if rs.root is not None else "",
             "sweep_commands": commands}
