@@ -16,6 +16,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+from PIL import Image
 
 from faults import FAULTS
 from harness.analysis import signatures
@@ -27,10 +28,15 @@ N_TRACES = 6
 
 
 def _save(fig: plt.Figure, path: Path) -> None:
+    """The figure as a PNG of 256 colours (a trace plot is a third of its full-colour size, a
+    catalogue has hundreds, and they are kept in git)."""
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
     plt.close(fig)
-    atomic_write_bytes(path, buf.getvalue())
+    buf.seek(0)
+    small = io.BytesIO()
+    Image.open(buf).convert("RGB").quantize(colors=256, method=Image.Quantize.MEDIANCUT).save(small, "PNG", optimize=True)
+    atomic_write_bytes(path, small.getvalue())
 
 
 #: the heatmap: saved at this dpi, at most this wide (pixels), its rows and columns this many inches
