@@ -222,6 +222,12 @@ def test_dataset_has_labels_runs_splits_and_datasheet(store):
     from harness.analysis.dataset import as_module_command
     assert as_module_command("/src/harness/__main__.py -m +sweep=dataset seed=1") == "python -m harness -m +sweep=dataset seed=1"
     assert as_module_command("rlfh -m +sweep=dataset") == "rlfh -m +sweep=dataset"
+    # words a shell would split or expand are quoted, so the command can be pasted back
+    stored = "/src/harness/__main__.py -m hydra.sweeper.setups=[{algo:ppo,env:acrobot,extra:['env.engine=envpool']}]"
+    assert as_module_command(stored) == (
+        "python -m harness -m \"hydra.sweeper.setups=[{algo:ppo,env:acrobot,extra:['env.engine=envpool']}]\"")
+    assert as_module_command("rlfh -m hydra.sweeper.setups_only=[ppo/acrobot/sb3]") == (
+        "rlfh -m 'hydra.sweeper.setups_only=[ppo/acrobot/sb3]'")
 
 
 def test_statistics():

@@ -86,6 +86,28 @@ def test_render_only_writes_a_short_summary_and_a_page_per_fault(rendered, table
             assert f"undecided ({c['n_faulty']} seeds" in text
 
 
+def test_the_summary_gives_each_views_verdicts_in_brief(rendered, tables):
+    """The summary's per-view section is a row per setup and view (decided cells manifested, and the cells
+    whose verdict there differs from the canonical metrics'), not a row per cell: each count and each
+    cell a view loses is checked against views.parquet."""
+    out, _ = rendered
+    summary = (out / "CATALOGUE.md").read_text()
+    section = summary.split("### Per framework view", 1)[1].split("\n## ", 1)[0]
+    views = pd.read_parquet(PUBLISHED / "views.parquet").merge(tables.cells[["cell", "setup", "decidable"]], on="cell")
+    views = views[views["decidable"].astype(bool)]
+    canonical = views[views["view"] == "canonical"].set_index("cell")["manifested"]
+    rows = 0
+    for (setup, view), group in views.groupby(["setup", "view"]):
+        line = next(x for x in section.splitlines() if x.startswith(f"| {setup} | {view} | "))
+        assert line.startswith(f"| {setup} | {view} | {int(group['manifested'].sum())} of {len(group)} |"), line
+        lost = group[~group["manifested"].astype(bool) & group["cell"].map(canonical).eq(True)]
+        for cell in lost["cell"] if view != "canonical" else []:
+            assert cell.rsplit(" | ", 1)[0] in line.split(" | ")[3], (cell, line)
+        rows += 1
+    assert rows == len([x for x in section.splitlines() if x.startswith("| ") and not x.startswith("| setup")])
+    assert rows < 40 and "\\|" not in section       # one row per setup and view, no cell rows
+
+
 def test_each_fault_page_has_mechanism_provenance_cells_views_and_traces(rendered, tables):
     out, _ = rendered
     views = pd.read_parquet(PUBLISHED / "views.parquet")

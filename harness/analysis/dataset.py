@@ -18,6 +18,7 @@ Written to ``results_dir/dataset/``:
 from __future__ import annotations
 
 import json
+import shlex
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -101,12 +102,23 @@ def _values_line(values: list[int]) -> str:
 
 
 def as_module_command(command: str) -> str:
-    """A stored run's ``command`` (its ``sys.argv``) as a user types it: ``.../harness/__main__.py -m ...``
-    -> ``python -m harness -m ...`` (the checkout a run was trained from is not part of how to make it)."""
+    """A stored run's ``command`` (its ``sys.argv`` joined by spaces) as a user types it in a shell:
+    ``.../harness/__main__.py -m ...`` -> ``python -m harness -m ...`` (the checkout a run was trained
+    from is not part of how to make it), each word quoted where a shell would split or expand it
+    (``'hydra.sweeper.setups_only=[ppo/acrobot/sb3]'``)."""
     head, _, rest = command.partition(" ")
     if head.endswith(("harness/__main__.py", "harness\\__main__.py")):
-        return f"python -m harness {rest}".rstrip()
-    return command
+        head = "python -m harness"
+    return " ".join([head, *(_shell_word(w) for w in rest.split(" ") if w)])
+
+
+def _shell_word(word: str) -> str:
+    """A word as a shell reads it back: as is when safe, else in single quotes, or in double quotes
+    when it holds single quotes and nothing a shell expands inside double quotes."""
+    quoted = shlex.quote(word)
+    if quoted == word or "'" not in word or any(c in word for c in '"$`\\!'):
+        return quoted
+    return f'"{word}"'
 
 
 def datasheet(runs: pd.DataFrame, data: pd.DataFrame, rs: RunSet, command: str) -> str:

@@ -9,6 +9,7 @@ import math
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 
@@ -27,11 +28,12 @@ from harness.store import atomic_write_bytes
 N_TRACES = 6
 
 
-def _save(fig: plt.Figure, path: Path) -> None:
-    """The figure as a PNG of 256 colours (a trace plot is a third of its full-colour size, a
-    catalogue has hundreds, and they are kept in git)."""
+def _save(fig: plt.Figure, path: Path, **savefig: Any) -> None:
+    """The figure (closed) as a PNG of 256 colours: a third of its full-colour size with the same look
+    (a catalogue has hundreds of plots, and they are kept in git). ``savefig``: matplotlib's options
+    (default: 110 dpi, cropped to the drawing)."""
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
+    fig.savefig(buf, format="png", **(savefig or {"dpi": 110, "bbox_inches": "tight"}))
     plt.close(fig)
     buf.seek(0)
     small = io.BytesIO()
@@ -139,11 +141,7 @@ def heatmap_figure(sigs: pd.DataFrame, command: str = "") -> plt.Figure:
 
 def heatmap(sigs: pd.DataFrame, path: Path, command: str = "") -> None:
     """Draw :func:`heatmap_figure` and save it (its size is the figure's: no tight cropping)."""
-    fig = heatmap_figure(sigs, command)
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=HEATMAP_DPI)
-    plt.close(fig)
-    atomic_write_bytes(path, buf.getvalue())
+    _save(heatmap_figure(sigs, command), path, dpi=HEATMAP_DPI)
 
 
 def trace_metrics(cell: Cell, metrics: pd.DataFrame) -> list[str]:

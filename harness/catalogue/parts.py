@@ -58,9 +58,10 @@ def code_version() -> str:
 
 
 def build_record(rs: RunSet) -> dict[str, Any]:
-    """``build.json``: when and by which code a catalogue was built, from how many runs, and the sweep
-    commands its runs were trained by (in order of first appearance)."""
-    commands = list(dict.fromkeys(as_module_command(m["command"]) for m in rs.metas.values() if m.get("command")))
+    """``build.json``: when and by which code a catalogue was built, from how many runs, and the
+    commands its runs were trained by as stored (in order of first appearance; :attr:`Part.commands`
+    shows them as a user types them)."""
+    commands = list(dict.fromkeys(str(m["command"]) for m in rs.metas.values() if m.get("command")))
     return {"built": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "code": code_version(),
             "runs": len(rs.runs), "results_dir": str(rs.root) if rs.root is not None else "",
             "sweep_commands": commands}
@@ -85,7 +86,7 @@ class Part:
         """The commands that regenerate the part and merge it (none for a part built before parts)."""
         if not self.results_dir:
             return []
-        return [*self.sweep_commands, f"python -m harness.catalogue results_dir={self.results_dir} "
+        return [*map(as_module_command, self.sweep_commands), f"python -m harness.catalogue results_dir={self.results_dir} "
                 "fit_model=false dataset=false", f"python -m harness.catalogue merge={self.results_dir}"]
 
 

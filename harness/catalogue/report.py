@@ -214,7 +214,7 @@ def catalogue_markdown(tables: CatalogueTables, baselines: pd.DataFrame, agreeme
         return "\n".join(out)
     out += _summary(tables)
     if views is not None and not views.empty:
-        out += view_markdown(views, cells, all_cells=False)
+        out += view_summary_markdown(views, cells)
     if model_scores is not None:
         out += model_markdown(model_scores)
     out += agreement_summary(agreement, notes)
@@ -285,6 +285,43 @@ def view_markdown(views: pd.DataFrame, cells: pd.DataFrame | None = None, headin
                                "and on its fault's page only."), ""]
     out += table(["cell", *cols], [[cell.replace("|", "\\|"), *[entry(cell, row.get(v)) for v in cols]]
                                    for cell, row in pivot.iterrows()])
+    out.append("")
+    return out
+
+
+def view_summary_markdown(views: pd.DataFrame, cells: pd.DataFrame) -> list[str]:
+    """The per-view verdicts in brief, for the summary page: per setup and framework view, how many
+    decided cells manifested, and the cells whose verdict in that view differs from the canonical
+    metrics' (each fault's page has its cells' rows, :func:`view_markdown`)."""
+    setup_of = cells.drop_duplicates("cell").set_index("cell")["setup"]
+    undecided = set(cells.loc[~cells["decidable"].astype(bool), "cell"])
+    pivot = views.pivot_table(index="cell", columns="view", values="manifested", aggfunc="first")
+    pivot = pivot[pivot.index.isin(setup_of.index)]
+
+    def names(found: list[str]) -> str:
+        return ", ".join(c.rsplit(" | ", 1)[0] for c in sorted(found)) or "-"
+
+    rows = []
+    for setup in sorted(setup_of[pivot.index].unique()):
+        sub = pivot[setup_of[pivot.index].to_numpy() == setup]
+        canonical = sub["canonical"] if "canonical" in sub else pd.Series(dtype=object)
+        for view in sorted(sub.columns, key=lambda v: (v != "canonical", v)):
+            col = sub[view].dropna()
+            decided = [c for c in col.index if c not in undecided]
+            if not decided:
+                continue
+            said = {c: bool(col[c]) for c in decided}
+            other = view != "canonical"
+            lost = [c for c in decided if other and pd.notna(canonical.get(c)) and bool(canonical[c]) and not said[c]]
+            gained = [c for c in decided if other and pd.notna(canonical.get(c)) and not bool(canonical[c]) and said[c]]
+            rows.append([setup, view, f"{sum(said.values())} of {len(decided)}",
+                         names(lost) if other else "", names(gained) if other else ""])
+    out = ["### Per framework view", "",
+           "The same protocol, evaluated on what each framework would have logged of these runs (its metric "
+           "names, estimators, cadence; a metric it does not log is absent): per setup, the decided cells that "
+           "manifested on held-out seeds in each view, and the cells whose verdict there differs from the "
+           "canonical metrics'. Each fault's page has its cells' rows.", ""]
+    out += table(["setup", "view", "manifested", "no trace in this view only", "manifested in this view only"], rows)
     out.append("")
     return out
 
