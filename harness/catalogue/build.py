@@ -27,7 +27,7 @@ from harness.catalogue.agreement import backend_agreement, backend_notes
 from harness.catalogue.baselines import healthy_baselines
 from harness.catalogue.detectors import detector_rows
 from harness.catalogue.pages import fault_pages
-from harness.catalogue.parts import PARTS_FILE, read_parts, write_build_record
+from harness.catalogue.parts import PARTS_FILE, build_record, read_parts, write_build_record
 from harness.catalogue.progress import progress
 from harness.catalogue.protocol import Frames, evaluate_cell, extra_training_runs
 from harness.catalogue.report import FAULT_PAGES, catalogue_markdown, commands, faults_markdown
@@ -165,6 +165,7 @@ def write(settings: CatalogueSettings) -> dict[str, Path]:
     if rs.runs.empty:
         raise ConfigError(f"no complete runs under {settings.results_dir}/runs")
     out_dir = settings.results_dir / "catalogue"
+    record = build_record(rs)
     written: dict[str, Path] = {}
     scores = fit_model(settings, rs, out_dir, written)
     catalogue = build(rs, settings.n_mc, catalogue_dir=out_dir)
@@ -190,7 +191,7 @@ def write(settings: CatalogueSettings) -> dict[str, Path]:
     if not agreement.empty:
         atomic_write_parquet(out_dir / "backends.parquet", agreement)
         written["backends"] = out_dir / "backends.parquet"
-    written["build"] = write_build_record(rs, out_dir)
+    written["build"] = write_build_record(record, out_dir)
     (out_dir / PARTS_FILE).unlink(missing_ok=True)      # built whole: no part of an earlier merge is left
     written.update(write_pages(out_dir, tables, baselines, agreement, views, scores, plots, str(settings.results_dir)))
     if settings.dataset:

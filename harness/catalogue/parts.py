@@ -48,13 +48,15 @@ def _git(*args: str, cwd: Path) -> str:
 
 
 def code_version() -> str:
-    """The commit of the harness's source checkout (``+changes`` when tracked files differ from it), or
-    ``unknown`` for an installed copy outside git."""
+    """The commit of the harness's source checkout (``+changes`` when its code, the tracked files of
+    harness/, faults/ and hydra_plugins/, differs from it), or ``unknown`` for an installed copy
+    outside git."""
     root = Path(__file__).resolve().parents[2]
     commit = _git("rev-parse", "--short=7", "HEAD", cwd=root)
     if not commit:
         return "unknown"
-    return commit + ("+changes" if _git("status", "--porcelain", "--untracked-files=no", cwd=root) else "")
+    changed = _git("status", "--porcelain", "--untracked-files=no", "--", "harness", "faults", "hydra_plugins", cwd=root)
+    return commit + ("+changes" if changed else "")
 
 
 def build_record(rs: RunSet) -> dict[str, Any]:
@@ -186,8 +188,9 @@ def merge(results_dir: Path, part_dir: Path) -> list[Part]:
     return parts
 
 
-def write_build_record(rs: RunSet, out_dir: Path) -> Path:
-    """Write ``build.json`` beside the catalogue a build wrote; returns its path."""
+def write_build_record(record: dict[str, Any], out_dir: Path) -> Path:
+    """Write ``build.json`` (:func:`build_record`, taken when the build started: the code a build ran
+    is the code it imported then) beside the catalogue a build wrote; returns its path."""
     path = out_dir / BUILD_FILE
-    atomic_write_json(path, build_record(rs))
+    atomic_write_json(path, record)
     return path
