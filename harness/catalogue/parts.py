@@ -138,8 +138,9 @@ def merge(results_dir: Path, part_dir: Path) -> list[Part]:
     """Merge the part built under ``part_dir`` into ``results_dir``'s catalogue (created when absent):
     the part's cells replace cells of the same name, its setups' healthy baselines replace theirs, its
     trace plots are copied (replaced cells' plots removed), the backends' agreement is recomputed, and
-    parts.json records the part. Returns the parts of the merged catalogue. The pages are not rendered
-    here (:func:`harness.catalogue.build.render`)."""
+    parts.json records the part (last, so an interrupted merge is repaired by running it again: merging
+    a part twice changes nothing). Returns the parts of the merged catalogue. The pages are not
+    rendered here (:func:`harness.catalogue.build.render`)."""
     if part_dir.resolve() == results_dir.resolve():
         raise ConfigError(f"merge={part_dir} is results_dir itself: merge a part built in its own results_dir")
     part_cat, part_views, part_base, record = _read_part(part_dir)
