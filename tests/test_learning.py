@@ -30,12 +30,14 @@ CLEANRL_CONTINUOUS = ["algo.lr=3e-4", "algo.n_steps=2048", "algo.num_envs=1", "a
 def test_healthy_ppo_learns_inverted_pendulum_with_cleanrl_s_continuous_defaults(tmp_path):
     """The dataset's MuJoCo setup (CleanRL's ppo_continuous_action.py defaults, normalised rewards and
     a clipped value loss): the env's own return (not the learner's normalised one) climbs from ~5
-    to >= 500 of 1000 within 12 updates, and the learning criterion says so."""
+    to >= 500 of 1000 within 16 updates, and the learning criterion says so. (12 updates sufficed on
+    an AVX512 host; on an AVX2 one the same seed crosses 500 at update 10 or 11 and holds 1000 from
+    update 11 or 12 on, measured 2026-11-27.)"""
     pytest.importorskip("mujoco")
     from harness.analysis.learning import learning
     from harness.logs.views import StoredRun
 
-    res = train(["fault=none", "env=invertedpendulum", "env.total_timesteps=24576", *CLEANRL_CONTINUOUS,
+    res = train(["fault=none", "env=invertedpendulum", "env.total_timesteps=32768", *CLEANRL_CONTINUOUS,
                  f"results_dir={tmp_path}"])
     assert res.meta["status"] == "ok"
     run = StoredRun.load(tmp_path, res.run_id)
