@@ -31,7 +31,7 @@ from harness.catalogue.parts import PARTS_FILE, build_record, read_parts, write_
 from harness.catalogue.progress import progress
 from harness.catalogue.protocol import Frames, evaluate_cell, extra_training_runs
 from harness.catalogue.report import FAULT_PAGES, catalogue_markdown, commands, faults_markdown
-from harness.catalogue.rows import Catalogue, CatalogueTables, agreement_frame, baselines_frame
+from harness.catalogue.rows import Catalogue, CatalogueTables, agreement_frame, baselines_frame, read_table
 from harness.catalogue.settings import CatalogueSettings
 from harness.catalogue.views import view_manifestation, views_frame
 from harness.config import ConfigError
@@ -199,19 +199,6 @@ def write(settings: CatalogueSettings) -> dict[str, Path]:
     return written
 
 
-def _read(path: Path, required: str = "") -> pd.DataFrame | None:
-    """A file the catalogue wrote (None when absent); a one-line :class:`ConfigError` when it is
-    unreadable, or absent and ``required`` (the error then says ``required``)."""
-    if not path.exists():
-        if required:
-            raise ConfigError(required)
-        return None
-    try:
-        return pd.read_parquet(path)
-    except Exception as exc:  # pyarrow's errors for a truncated or foreign file
-        raise ConfigError(f"{path} is unreadable ({type(exc).__name__}): rebuild the catalogue") from None
-
-
 def render(results_dir: Path) -> dict[str, Path]:
     """Rewrite the catalogue's pages (CATALOGUE.md, FAULTS.md, ``faults/<fault>.md``) and its heatmap
     from the files a build wrote under ``results_dir/catalogue`` (catalogue.parquet; views.parquet,
@@ -219,13 +206,13 @@ def render(results_dir: Path) -> dict[str, Path]:
     trace plots already in plots/ are linked, not redrawn. Returns the paths written."""
     out_dir = results_dir / "catalogue"
     build_command, render_command = commands(str(results_dir))
-    cat = _read(out_dir / "catalogue.parquet", required=f"no catalogue under {out_dir} (no catalogue.parquet): build "
+    cat = read_table(out_dir / "catalogue.parquet", required=f"no catalogue under {out_dir} (no catalogue.parquet): build "
                 f"it from the runs first ({build_command})")
     tables = CatalogueTables.of(cat)
-    views = _read(out_dir / "views.parquet")
-    baselines = _read(out_dir / "baselines.parquet")
-    agreement = _read(out_dir / "backends.parquet")
-    scores = _read(out_dir / "model" / "scores.parquet")
+    views = read_table(out_dir / "views.parquet")
+    baselines = read_table(out_dir / "baselines.parquet")
+    agreement = read_table(out_dir / "backends.parquet")
+    scores = read_table(out_dir / "model" / "scores.parquet")
     if scores is not None and "per_class" in scores:
         scores["per_class"] = scores["per_class"].map(lambda v: json.loads(v) if isinstance(v, str) else None)
     written: dict[str, Path] = {}

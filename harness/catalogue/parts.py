@@ -28,7 +28,7 @@ import pandas as pd
 from harness.analysis.dataset import as_module_command
 from harness.analysis.runs import RunSet, cell_slug
 from harness.catalogue.agreement import frame_agreement
-from harness.catalogue.rows import BASELINE_COLUMNS, agreement_frame
+from harness.catalogue.rows import BASELINE_COLUMNS, agreement_frame, read_table
 from harness.config import ConfigError
 from harness.store import atomic_write_bytes, atomic_write_json, atomic_write_parquet
 
@@ -110,10 +110,8 @@ def _read_part(part_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame | None, pd.Da
         if not (cat_dir / name).is_file():
             raise ConfigError(f"merge={part_dir}: no {name} under {cat_dir} (build the part first: python -m "
                               f"harness.catalogue results_dir={part_dir} fit_model=false dataset=false)")
-    views = cat_dir / "views.parquet"
-    baselines = cat_dir / "baselines.parquet"
-    return (pd.read_parquet(cat_dir / "catalogue.parquet"), pd.read_parquet(views) if views.exists() else None,
-            pd.read_parquet(baselines) if baselines.exists() else None, json.loads((cat_dir / BUILD_FILE).read_text()))
+    return (read_table(cat_dir / "catalogue.parquet"), read_table(cat_dir / "views.parquet"),
+            read_table(cat_dir / "baselines.parquet"), json.loads((cat_dir / BUILD_FILE).read_text()))
 
 
 def _earlier_part(cat: pd.DataFrame, catalogue_dir: Path) -> Part:
@@ -146,7 +144,7 @@ def merge(results_dir: Path, part_dir: Path) -> list[Part]:
     part_cat, part_views, part_base, record = _read_part(part_dir)
     out_dir = results_dir / "catalogue"
     old_path = out_dir / "catalogue.parquet"
-    old = pd.read_parquet(old_path) if old_path.exists() else None
+    old = read_table(old_path)
     parts = read_parts(out_dir)
     if old is not None and not parts:
         parts = [_earlier_part(old, out_dir)]
@@ -156,14 +154,14 @@ def merge(results_dir: Path, part_dir: Path) -> list[Part]:
         if stale.cell in new_cells:
             (out_dir / "plots" / f"traces_{cell_slug(stale.cell, stale.base)}.png").unlink(missing_ok=True)
     cat = _replace(old, part_cat, old["cell"].isin(new_cells) if old is not None else None)
-    old_views = pd.read_parquet(out_dir / "views.parquet") if (out_dir / "views.parquet").exists() else None
+    old_views = read_table(out_dir / "views.parquet")
     views = _replace(old_views, part_views, old_views["cell"].isin(new_cells) if old_views is not None else None)
-    old_base = pd.read_parquet(out_dir / "baselines.parquet") if (out_dir / "baselines.parquet").exists() else None
+    old_base = read_table(out_dir / "baselines.parquet")
     part_keys = set(map(tuple, part_base[SETUP_KEYS].astype(str).values)) if part_base is not None else set()
     baselines = _replace(old_base, part_base, old_base[SETUP_KEYS].astype(str).apply(tuple, axis=1).isin(part_keys)
                          if old_base is not None else None)
+    (out_dir / "plots").mkdir(parents=True, exist_ok=True)
     for plot in sorted((part_dir / "catalogue" / "plots").glob("traces_*.png")):
-        (out_dir / "plots").mkdir(parents=True, exist_ok=True)
         shutil.copyfile(plot, out_dir / "plots" / plot.name)
     atomic_write_parquet(old_path, cat)
     if views is not None:

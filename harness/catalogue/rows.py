@@ -13,11 +13,13 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field, fields
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from harness.analysis import stats
+from harness.config import ConfigError
 
 SPLITS = ("calibration", "held-out")       # even seeds calibrate, odd seeds are held out
 GROUPS = ("faulty", "healthy", "control")  # a cell's faulty seeds, its healthy runs, its look-alike controls
@@ -302,3 +304,16 @@ def agreement_frame(rows: list[AgreementRow]) -> pd.DataFrame:
     """backends.parquet: one row per signature per fault run on several backends (its rate columns
     are per backend, so it has no columns when no fault ran on two)."""
     return pd.DataFrame([r.record() for r in rows])
+
+
+def read_table(path: Path, required: str = "") -> pd.DataFrame | None:
+    """A file the catalogue wrote (None when absent); a one-line :class:`ConfigError` when it is
+    unreadable, or absent and ``required`` (the error then says ``required``)."""
+    if not path.exists():
+        if required:
+            raise ConfigError(required)
+        return None
+    try:
+        return pd.read_parquet(path)
+    except Exception as exc:  # pyarrow's errors for a truncated or foreign file
+        raise ConfigError(f"{path} is unreadable ({type(exc).__name__}): rebuild the catalogue") from None
