@@ -72,7 +72,8 @@ def test_catalogue_files_and_columns(store):
         assert col in cat.columns, col
     assert (root / "catalogue" / "CATALOGUE.md").exists()
     pngs = list((root / "catalogue" / "plots").glob("*.png"))
-    assert any(p.name == "heatmap.png" for p in pngs) and len(pngs) >= 5
+    setups = {f"heatmap_{setup.replace('/', '_')}.png" for setup in cat["setup"].unique()}
+    assert setups | {"verdicts.png"} <= {p.name for p in pngs} and len(pngs) >= 5
     assert all(p.stat().st_size > 10_000 for p in pngs)
     assert "wrote" in stdout and "manifested" in stdout
 
@@ -336,7 +337,8 @@ def test_a_small_store_builds_with_plots(small_runs, tmp_path, controls):
     baselines = pd.read_parquet(out / "baselines.parquet")
     assert "rate" in baselines and len(baselines) == (len(SIGNATURES) if controls else 0)
     plots = out / "plots"
-    assert (plots / "heatmap.png").exists() and len(list(plots.glob("traces_*.png"))) == 1
+    assert (plots / "verdicts.png").exists() and len(list(plots.glob("heatmap_*.png"))) == cat["setup"].nunique()
+    assert len(list(plots.glob("traces_*.png"))) == 1
     md = (out / "CATALOGUE.md").read_text()
     assert "| [zero_reward](faults/zero_reward.md) |" in md and "## Healthy baselines" in md
     page = (out / "faults" / "zero_reward.md").read_text()

@@ -1,7 +1,7 @@
 """The catalogue as a person reads it, re-rendered from the published parquet files alone
 (``python -m harness.catalogue render=only``): a short summary page, one page per fault, links that
-resolve, a heatmap that fits a screen with labels on both axes, and the command that regenerates
-each page and figure at its top. No run is trained or read."""
+resolve, a verdict map and a heatmap per setup that fit a screen with labels on both axes, and the
+command that regenerates each page and figure at its top. No run is trained or read."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ pytestmark = pytest.mark.skipif(not (PUBLISHED / "catalogue.parquet").exists(),
 
 
 def copy_published(target: Path) -> Path:
-    """The published catalogue's parquet files and trace plots (not its pages, not its heatmap) under
+    """The published catalogue's parquet files and trace plots (not its pages, not its summary plots) under
     ``target/catalogue``; returns ``target``."""
     out = target / "catalogue"
     (out / "plots").mkdir(parents=True)
@@ -63,7 +63,8 @@ def pages(out: Path) -> list[Path]:
 
 def test_render_only_writes_a_short_summary_and_a_page_per_fault(rendered, tables):
     out, written = rendered
-    assert {"heatmap", "markdown", "faults", "pages"} <= set(written)
+    setups = sorted(tables.cells["setup"].unique())
+    assert {"verdicts", *(f"heatmap:{s}" for s in setups), "markdown", "faults", "pages"} <= set(written)
     summary = (out / "CATALOGUE.md").read_text()
     assert len(summary.splitlines()) < 450         # 49 faults (412 lines at 2026-11-25); each fault's rows live on its page
     faults = sorted(tables.cells["fault"].unique())
@@ -131,7 +132,7 @@ def test_each_fault_page_has_mechanism_provenance_cells_views_and_traces(rendere
     assert "Healthy controls that mimic it: ratio_pinned (100%)" in shared
 
 
-def test_every_link_of_every_page_resolves(rendered):
+def test_every_link_of_every_page_resolves(rendered, tables):
     out, _ = rendered
     checked = 0
     for page in pages(out):
@@ -143,23 +144,26 @@ def test_every_link_of_every_page_resolves(rendered):
             checked += 1
     assert checked > 200
     summary = (out / "CATALOGUE.md").read_text()
-    assert "![faults x signatures, one block per algorithm](plots/heatmap.png)" in summary
+    assert "![where each fault manifested, per setup and onset](plots/verdicts.png)" in summary
+    assert all(f"[{s}](plots/{plots.heatmap_file(s)})" in summary for s in tables.cells["setup"].unique())
 
 
-def test_the_heatmap_fits_a_screen_one_block_per_algorithm_labels_on_both_axes(rendered, tables):
+def test_a_heatmap_per_setup_fits_a_screen_with_labels_on_both_axes(rendered, tables):
     out, _ = rendered
     command = commands("results")[1]
-    fig = plots.heatmap_figure(tables.signatures, command)
-    try:
-        width, height = fig.get_size_inches() * plots.HEATMAP_DPI
-        assert width <= plots.HEATMAP_MAX_WIDTH
-        assert command in fig.get_suptitle().splitlines()[-1]
-        algos = sorted(tables.cells["algo"].unique())
-        axes = fig.get_axes()
-        assert [ax.get_title(loc="left").split(":")[0] for ax in axes] == [a.upper() for a in algos]
-        for ax, panel, algo in zip(axes, plots.heatmap_panels(tables.signatures), algos):
-            cells = tables.cells[tables.cells["algo"] == algo]
-            assert panel.n_fault_rows == len(cells) and len(panel.rates) > len(cells)   # + healthy / controls
+    panels = plots.heatmap_panels(tables.signatures)
+    assert [p.setup for p in panels] == sorted(tables.cells["setup"].unique())
+    assert sorted(p.name for p in (out / "plots").glob("heatmap*.png")) == sorted(p.file for p in panels)
+    for panel in panels:
+        cells = tables.cells[tables.cells["setup"] == panel.setup]
+        assert panel.n_fault_rows == len(cells) and len(panel.rates) > len(cells)   # + healthy / controls
+        fig = plots.heatmap_figure(panel, command)
+        try:
+            width, height = fig.get_size_inches() * plots.HEATMAP_DPI
+            assert width <= plots.HEATMAP_MAX_WIDTH
+            assert command in fig.get_suptitle().splitlines()[-1]
+            (ax,) = fig.get_axes()
+            assert ax.get_title(loc="left").startswith(f"{panel.setup}: {len(cells)} fault cells")
             ticks = ax.xaxis.get_major_ticks()
             assert [t.label1.get_text() for t in ticks] == list(panel.rates.columns)
             assert all(t.label1.get_visible() and t.label2.get_visible() for t in ticks)     # bottom and top
@@ -168,19 +172,53 @@ def test_the_heatmap_fits_a_screen_one_block_per_algorithm_labels_on_both_axes(r
             assert rows == list(panel.rates.index) and all(rows)
             assert {r.split(" ")[0] for r in rows[:len(cells)]} == set(cells["fault"])
             assert ax.get_xlabel() and ax.get_ylabel()
+        finally:
+            plots.plt.close(fig)
+        # the saved file is the figure's size (no cropping)
+        assert Image.open(out / "plots" / panel.file).size == (round(width), round(height))
+
+
+def test_the_verdict_map_has_every_cell_s_verdict_where_it_was_run(rendered, tables):
+    out, _ = rendered
+    cells = tables.cells
+    table = plots.verdict_map_frame(cells)
+    # a column per setup and onset kind, onset 0 first within a setup; a row per fault (parameter set)
+    expected = [f"{s} · {'onset 0' if k == '0' else 'mid-run'}"
+                for s in sorted(cells["setup"].unique())
+                for k in ("0", "mid") if ((cells["setup"] == s) & (cells["onset_kind"] == k)).any()]
+    assert list(table.columns) == expected
+    assert table.index.is_monotonic_increasing and {r.split(" ")[0] for r in table.index} == set(cells["fault"])
+    filled = table.to_numpy() != ""
+    assert filled.sum() == len(cells)                       # one entry per cell, blank where not run
+    for _, c in cells.iterrows():
+        column = f"{c['setup']} · {'mid-run' if c['onset_kind'] == 'mid' else 'onset 0'}"
+        entries = table[column][table[column] != ""]
+        mine = [r for r in entries.index if r.split(" ")[0] == c["fault"]]
+        want = "manifested" if c["manifested"] else "no trace" if c["decidable"] else "undecided"
+        assert want in set(entries[mine]), (c["cell"], want)
+    fig = plots.verdict_map_figure(cells, "regen")
+    try:
+        (ax, *_) = fig.get_axes()
+        labels = [t.get_text() for t in ax.get_xticklabels()]
+        for label, column in zip(labels, table.columns):    # manifested / no trace / undecided counts
+            counts = [int(n) for n in label.removeprefix(column).strip(" ()").split("/")]
+            assert counts == [int((table[column] == v).sum()) for v in plots.VERDICT_COLOURS]
+        assert [t.get_text() for t in ax.get_yticklabels()] == list(table.index)
     finally:
         plots.plt.close(fig)
-    # the saved file is the figure's size (no cropping)
-    assert Image.open(out / "plots" / "heatmap.png").size == (round(width), round(height))
+    assert (out / "plots" / plots.VERDICTS_FILE).stat().st_size > 10_000
 
 
 def test_a_fault_with_two_parameter_sets_has_two_heatmap_rows(tables):
     sigs = tables.signatures[tables.signatures["fault"] == "zero_reward"]
     other = sigs.assign(fault_params='{"scale": 2}', cell=sigs["cell"] + " x")
-    panels = plots.heatmap_panels(pd.concat([sigs, other]))
-    labels = [label for p in panels for label in p.rates.index[:p.n_fault_rows]]
-    assert len(labels) == len(set(labels)) == 2 * sigs["cell"].nunique()
-    assert any("scale=2" in label for label in labels)
+    both = pd.concat([sigs, other])
+    for panel in plots.heatmap_panels(both):
+        labels = list(panel.rates.index[:panel.n_fault_rows])
+        assert len(labels) == len(set(labels)) == 2 * sigs.loc[sigs["setup"] == panel.setup, "cell"].nunique()
+        assert any("scale=2" in label for label in labels)
+    rows = plots.verdict_map_frame(both.drop_duplicates("cell")).index
+    assert len(rows) == 2 and any("scale=2" in r for r in rows)
 
 
 def test_render_only_on_the_command_line(tmp_path):
@@ -189,7 +227,7 @@ def test_render_only_on_the_command_line(tmp_path):
                          capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert out.returncode == 0, out.stderr
     assert f"wrote {root}/catalogue/CATALOGUE.md" in out.stdout and "reading" not in out.stdout
-    assert (root / "catalogue" / "plots" / "heatmap.png").exists() and (root / "catalogue" / "faults").is_dir()
+    assert (root / "catalogue" / "plots" / "verdicts.png").exists() and (root / "catalogue" / "faults").is_dir()
 
 
 @pytest.mark.parametrize("args, message", [

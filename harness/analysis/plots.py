@@ -1,5 +1,6 @@
-"""Catalogue plots: a faults x signatures heatmap (one block per algorithm) and, per cell, metric
-traces faulty vs healthy; each names at its top the command that regenerates it."""
+"""Catalogue plots: a verdict map (where each fault manifested, per setup and onset), a faults x
+signatures heatmap per setup and, per cell, metric traces faulty vs healthy; each names at its top
+the command that regenerates it."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+from matplotlib.colors import ListedColormap
+from matplotlib.patches import Patch
 from PIL import Image
 
 from faults import FAULTS
@@ -41,59 +44,75 @@ def _save(fig: plt.Figure, path: Path, **savefig: Any) -> None:
     atomic_write_bytes(path, small.getvalue())
 
 
-#: the heatmap: saved at this dpi, at most this wide (pixels), its rows and columns this many inches
+#: the heatmaps: saved at this dpi, at most this wide (pixels), their rows and columns this many inches
 HEATMAP_DPI = 100
 HEATMAP_MAX_WIDTH = 1800
 ROW_IN, COL_IN, LABEL_IN = 0.19, 0.3, 3.4
+#: the verdict map's colours: manifested, no trace, undecided (not run: white)
+VERDICTS_FILE = "verdicts.png"
+VERDICT_COLOURS = {"manifested": "#b2182b", "no trace": "#92c5de", "undecided": "#fdd49e"}
 
 
 @dataclass(frozen=True)
 class HeatmapPanel:
-    """One algorithm's block of the heatmap: ``rates`` (rows x signatures, NaN where a signature is
-    not evaluated), each row's label, and how many rows are fault cells (the rest are each setup's
-    healthy runs and look-alike controls)."""
+    """One setup's signature heatmap: ``rates`` (rows x signatures, NaN where a signature is not
+    evaluated), each row's label, and how many rows are fault cells (the rest are the setup's healthy
+    runs and look-alike controls)."""
 
-    algo: str
+    setup: str
     rates: pd.DataFrame
     n_fault_rows: int
     faults: list[str]          # the fault of each fault row (blocks are drawn between faults)
 
+    @property
+    def file(self) -> str:
+        """The panel's image, under the catalogue's plots/."""
+        return heatmap_file(self.setup)
+
+
+def heatmap_file(setup: str) -> str:
+    """A setup's heatmap file name (``ppo/acrobot/native`` -> ``heatmap_ppo_acrobot_native.png``)."""
+    return "heatmap_" + setup.replace("/", "_") + ".png"
+
 
 def _row_label(c: pd.Series, with_params: bool) -> str:
-    """A fault row's label: fault (its parameters when the panel holds the fault with several), mid-run
-    onset, and the setup without the algorithm (the panel names it)."""
+    """A fault row's label: the fault, its parameters when the catalogue holds the fault with several,
+    and the mid-run onset."""
     params = "".join(f" {k}={v}" for k, v in json.loads(c["fault_params"]).items()) if with_params else ""
-    onset = " (mid-run)" if c["onset_kind"] == "mid" else ""
-    return f"{c['fault']}{params}{onset}  ·  {c['setup'].removeprefix(c['algo'] + '/')}"
+    return f"{c['fault']}{params}{' (mid-run)' if c['onset_kind'] == 'mid' else ''}"
+
+
+def _several_params(cells: pd.DataFrame) -> pd.Series:
+    """Per cell: whether its fault appears with more than one parameter set (then rows name them)."""
+    return cells.groupby("fault")["fault_params"].transform("nunique") > 1
 
 
 def heatmap_panels(sigs: pd.DataFrame) -> list[HeatmapPanel]:
-    """The heatmap's blocks, one per algorithm (``sigs``: the catalogue's signature rows): each fault
-    cell's held-out firing rate on faulty seeds (sorted by fault, setup, onset), then each setup's
+    """The signature heatmaps, one per setup (``sigs``: the catalogue's signature rows), in setup order:
+    each fault cell's held-out firing rate on faulty seeds (sorted by fault, onset), then the setup's
     healthy runs and controls (from its first cell); columns: the signatures evaluated on any row, in
     registry order."""
     order = {name: i for i, name in enumerate(signatures.SIGNATURES)}
+    every = sigs.drop_duplicates("cell")
+    several = dict(zip(every["cell"], _several_params(every)))
     panels = []
-    for algo, part in sigs.groupby("algo", sort=True):
-        cells = part.drop_duplicates("cell").sort_values(["fault", "setup", "onset_kind", "cell"])
-        several = cells.groupby("fault")["fault_params"].transform("nunique") > 1
+    for setup, part in sigs.groupby("setup", sort=True):
+        cells = part.drop_duplicates("cell").sort_values(["fault", "fault_params", "onset_kind", "cell"])
         rows: dict[str, pd.Series] = {}
-        for (_, c), many in zip(cells.iterrows(), several):
-            rows[_row_label(c, bool(many))] = part[part["cell"] == c["cell"]].set_index("name")["rate_faulty"]
-        for setup, g in part.groupby("setup", sort=True):
-            first = g[g["cell"] == g["cell"].iloc[0]].set_index("name")
-            where = setup.removeprefix(f"{algo}/")
-            for column, what in (("rate_healthy", "healthy runs"), ("rate_control", "look-alike controls")):
-                if first[column].notna().any():
-                    rows[f"[{what}]  ·  {where}"] = first[column]
+        for _, c in cells.iterrows():
+            rows[_row_label(c, several[c["cell"]])] = part[part["cell"] == c["cell"]].set_index("name")["rate_faulty"]
+        first = part[part["cell"] == part["cell"].iloc[0]].set_index("name")
+        for column, what in (("rate_healthy", "healthy runs"), ("rate_control", "look-alike controls")):
+            if first[column].notna().any():
+                rows[f"[{what}]"] = first[column]
         rates = pd.DataFrame(rows).T.astype(float)
         rates = rates[sorted(rates.columns[rates.notna().any()], key=lambda n: (order.get(n, len(order)), n))]
-        panels.append(HeatmapPanel(str(algo), rates, len(cells), list(cells["fault"])))
+        panels.append(HeatmapPanel(str(setup), rates, len(cells), list(cells["fault"])))
     return panels
 
 
 def _draw_panel(ax: plt.Axes, panel: HeatmapPanel) -> None:
-    """One block: the rates (gray where not evaluated, the % written where > 0), a line between faults
+    """One setup's rates (gray where not evaluated, the % written where > 0), a line between faults
     and under the fault rows, signature names at the top and the bottom, row labels at the left."""
     data = panel.rates.to_numpy(dtype=float)
     cmap = plt.get_cmap("Reds").with_extremes(bad="#e6e6e6")
@@ -107,41 +126,96 @@ def _draw_panel(ax: plt.Axes, panel: HeatmapPanel) -> None:
         if panel.faults[i] != panel.faults[i - 1]:
             ax.axhline(i - 0.5, color="#888888", lw=0.5)
     ax.axhline(panel.n_fault_rows - 0.5, color="black", lw=1.2)
-    names = list(panel.rates.columns)
-    ax.set_xticks(range(len(names)), names, fontsize=8)
+    _top_and_bottom_labels(ax, list(panel.rates.columns))
+    ax.set_yticks(range(len(panel.rates)), list(panel.rates.index), fontsize=8)
+    ax.set_xlabel("signature", fontsize=9)
+    ax.set_ylabel("fault (onset)", fontsize=9)
+    ax.set_title(f"{panel.setup}: {panel.n_fault_rows} fault cells, then its healthy runs and controls",
+                 fontsize=10, loc="left")
+
+
+def _top_and_bottom_labels(ax: plt.Axes, names: list[str], fontsize: float = 8) -> None:
+    """Column names written slanted at the top and at the bottom of ``ax``."""
+    ax.set_xticks(range(len(names)), names, fontsize=fontsize)
     ax.tick_params(axis="x", top=True, labeltop=True, bottom=True, labelbottom=True)
     for tick in ax.xaxis.get_major_ticks():
         tick.label1.set(rotation=60, ha="right", rotation_mode="anchor")
         tick.label2.set(rotation=60, ha="left", rotation_mode="anchor")
-    ax.set_yticks(range(len(panel.rates)), list(panel.rates.index), fontsize=8)
-    ax.set_xlabel("signature", fontsize=9)
-    ax.set_ylabel("fault (onset)  ·  setup", fontsize=9)
-    ax.set_title(f"{panel.algo.upper()}: {panel.n_fault_rows} fault cells, then each setup's healthy runs "
-                 "and controls", fontsize=10, loc="left")
 
 
-def heatmap_figure(sigs: pd.DataFrame, command: str = "") -> plt.Figure:
-    """The faults x signatures heatmap, one block per algorithm (:func:`heatmap_panels`), at most
+def heatmap_figure(panel: HeatmapPanel, command: str = "") -> plt.Figure:
+    """One setup's faults x signatures heatmap (:func:`heatmap_panels`), at most
     :data:`HEATMAP_MAX_WIDTH` pixels wide at :data:`HEATMAP_DPI`; ``command`` (the one that
     regenerates it) is written at its top."""
-    panels = heatmap_panels(sigs)
-    if not panels:
-        raise ValueError("no signature rows to draw")
-    width = min(LABEL_IN + 1.2 + COL_IN * max(len(p.rates.columns) for p in panels), HEATMAP_MAX_WIDTH / HEATMAP_DPI)
-    heights = [ROW_IN * len(p.rates) + 3.4 for p in panels]
-    fig, axes = plt.subplots(len(panels), 1, figsize=(width, sum(heights) + 0.7), squeeze=False,
-                             gridspec_kw={"height_ratios": heights}, layout="constrained")
-    for ax, panel in zip(axes[:, 0], panels):
-        _draw_panel(ax, panel)
+    width = min(LABEL_IN + 1.2 + COL_IN * len(panel.rates.columns), HEATMAP_MAX_WIDTH / HEATMAP_DPI)
+    fig, ax = plt.subplots(figsize=(width, ROW_IN * len(panel.rates) + 4.1), layout="constrained")
+    _draw_panel(ax, panel)
     title = ("Held-out % of faulty seeds on which each signature fired after the onset "
-             "(gray: not evaluated on that setup)")
-    fig.suptitle(title + (f"\nregenerate: {command}" if command else ""), fontsize=11)
+             "(gray: not evaluated on this setup)")
+    fig.suptitle(title + (f"\nregenerate: {command}" if command else ""), fontsize=10)
     return fig
 
 
-def heatmap(sigs: pd.DataFrame, path: Path, command: str = "") -> None:
-    """Draw :func:`heatmap_figure` and save it (its size is the figure's: no tight cropping)."""
-    _save(heatmap_figure(sigs, command), path, dpi=HEATMAP_DPI)
+def heatmaps(sigs: pd.DataFrame, out_dir: Path, command: str = "") -> dict[str, str]:
+    """Draw every setup's :func:`heatmap_figure` into ``out_dir`` (its size is the figure's: no tight
+    cropping) and remove the heatmaps of setups no longer in ``sigs``. Returns {setup: file name}."""
+    written = {}
+    for panel in heatmap_panels(sigs):
+        _save(heatmap_figure(panel, command), out_dir / panel.file, dpi=HEATMAP_DPI)
+        written[panel.setup] = panel.file
+    for stale in out_dir.glob("heatmap*.png"):
+        if stale.name not in written.values():
+            stale.unlink()
+    return written
+
+
+def verdict_map_frame(cells: pd.DataFrame) -> pd.DataFrame:
+    """Each fault (and parameter set, where a fault has several) against each setup and onset: the
+    cell's verdict (``manifested``, ``no trace``, ``undecided``), empty where the fault was not run
+    there. Rows sorted by fault, columns by setup then onset (0 before mid-run)."""
+    several = _several_params(cells)
+    frame = cells.assign(
+        row=[_row_label(c, bool(many)).removesuffix(" (mid-run)") for (_, c), many in zip(cells.iterrows(), several)],
+        column=cells["setup"] + np.where(cells["onset_kind"] == "mid", " · mid-run", " · onset 0"),
+        verdict=np.where(cells["manifested"].astype(bool), "manifested",
+                         np.where(cells["decidable"].astype(bool), "no trace", "undecided")))
+    order = frame.sort_values(["setup", "onset_kind"], key=lambda s: s.map({"mid": 1}).fillna(0)
+                              if s.name == "onset_kind" else s)["column"].unique()
+    table = frame.pivot_table(index="row", columns="column", values="verdict", aggfunc="first")
+    return table.reindex(columns=list(order)).sort_index().fillna("")
+
+
+def verdict_map_figure(cells: pd.DataFrame, command: str = "") -> plt.Figure:
+    """Where each fault manifested (:func:`verdict_map_frame`): a row per fault, a column per setup and
+    onset, coloured by verdict, with the counts of each verdict per column at the bottom."""
+    table = verdict_map_frame(cells)
+    codes = {"": 0, **{v: i + 1 for i, v in enumerate(VERDICT_COLOURS)}}
+    data = table.apply(lambda col: col.map(codes)).to_numpy(dtype=float)
+    cmap = ListedColormap(["#ffffff", *VERDICT_COLOURS.values()])
+    width = min(max(LABEL_IN + 1.5 + 0.42 * len(table.columns), 8.0), HEATMAP_MAX_WIDTH / HEATMAP_DPI)
+    fig, ax = plt.subplots(figsize=(width, ROW_IN * len(table) + 4.6), layout="constrained")
+    ax.imshow(data, cmap=cmap, vmin=-0.5, vmax=len(codes) - 0.5, aspect="auto", interpolation="nearest")
+    for j in range(1, data.shape[1]):
+        same_setup = table.columns[j].split(" · ")[0] == table.columns[j - 1].split(" · ")[0]
+        ax.axvline(j - 0.5, color="white" if same_setup else "black", lw=0.8 if same_setup else 1.2)
+    for i in range(1, data.shape[0]):
+        ax.axhline(i - 0.5, color="white", lw=0.5)
+    counts = ["/".join(str((table[c] == v).sum()) for v in VERDICT_COLOURS) for c in table.columns]
+    _top_and_bottom_labels(ax, [f"{c} ({n})" for c, n in zip(table.columns, counts)])
+    ax.set_yticks(range(len(table)), list(table.index), fontsize=8)
+    ax.set_ylabel("fault", fontsize=9)
+    ax.legend(handles=[Patch(color=c, label=v) for v, c in VERDICT_COLOURS.items()]
+              + [Patch(facecolor="white", edgecolor="#888888", label="not run there")],
+              loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8, frameon=False)
+    fig.suptitle("Where each fault manifested on held-out seeds, per setup and onset\n(in brackets: "
+                 "manifested / no trace / undecided cells)" + (f"\nregenerate: {command}" if command else ""),
+                 fontsize=9)
+    return fig
+
+
+def verdict_map(cells: pd.DataFrame, path: Path, command: str = "") -> None:
+    """Draw :func:`verdict_map_figure` and save it (its size is the figure's: no tight cropping)."""
+    _save(verdict_map_figure(cells, command), path, dpi=HEATMAP_DPI)
 
 
 def trace_metrics(cell: Cell, metrics: pd.DataFrame) -> list[str]:
@@ -204,14 +278,14 @@ def traces(cell: Cell, rs: RunSet, metrics: list[str], path: Path, command: str 
     _save(fig, path)
 
 
-def write_all(sigs: pd.DataFrame, metrics: pd.DataFrame, rs: RunSet, out_dir: Path,
+def write_all(cells: pd.DataFrame, sigs: pd.DataFrame, metrics: pd.DataFrame, rs: RunSet, out_dir: Path,
               fixed_metrics: tuple[str, ...] = (), commands: tuple[str, str] = ("", "")) -> dict[str, str]:
-    """Write every plot from the catalogue's signature rows (``sigs``) and metric rows (``metrics``,
-    with at least the columns ``cell``, ``name``, ``p_value``); ``commands``: what regenerates the
-    heatmap and the traces, written on each. Returns {cell label or 'heatmap': path relative to the
-    catalogue dir}."""
-    written = {"heatmap": "plots/heatmap.png"}
-    heatmap(sigs, out_dir / "heatmap.png", commands[0])
+    """Write every plot of a catalogue (``cells``: a row per cell; ``sigs``, ``metrics``: its signature
+    and metric rows, the latter with at least ``cell``, ``name``, ``p_value``) into
+    ``out_dir``: the verdict map and the setups' heatmaps (:func:`summary_plots`) and each cell's
+    traces; ``commands``: what regenerates the summary plots and the traces, written on each. Returns
+    {cell label, 'verdicts' or 'heatmap:<setup>': path relative to the catalogue dir}."""
+    written = summary_plots(cells, sigs, out_dir, commands[0])
     for cell in rs.cells():
         chosen = fixed_metrics or trace_metrics(cell, metrics)
         names = [m for m in chosen if m in applicable(cell.info["algo"])]
@@ -220,6 +294,16 @@ def write_all(sigs: pd.DataFrame, metrics: pd.DataFrame, rs: RunSet, out_dir: Pa
         written[cell.label] = f"plots/{name}"
     return written
 
+
+def summary_plots(cells: pd.DataFrame, sigs: pd.DataFrame, out_dir: Path, command: str = "") -> dict[str, str]:
+    """The verdict map (``verdicts.png``, from ``cells``) and one signature heatmap per setup (from
+    ``sigs``), drawn from the catalogue's rows alone (stale heatmaps removed). Returns {'verdicts' or 'heatmap:<setup>': path
+    relative to the catalogue dir}."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    verdict_map(cells, out_dir / VERDICTS_FILE, command)
+    written = {"verdicts": f"plots/{VERDICTS_FILE}"}
+    written.update({f"heatmap:{setup}": f"plots/{name}" for setup, name in heatmaps(sigs, out_dir, command).items()})
+    return written
 
 
 def run_traces(runs: list[tuple[str, pd.DataFrame]], metrics: dict[str, str], onset: int, title: str,

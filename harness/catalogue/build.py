@@ -8,7 +8,7 @@ backends' agreement (:mod:`~harness.catalogue.agreement`) and the healthy baseli
 views.parquet, baselines.parquet, backends.parquet, CATALOGUE.md and FAULTS.md
 (:mod:`~harness.catalogue.report`) and a page per fault (:mod:`~harness.catalogue.pages`) under
 ``<results_dir>/catalogue``, and the labelled dataset. :func:`render` rewrites the pages and the
-heatmap from those files alone (no run read: the trace plots stay as they were drawn).
+summary plots (verdict map, heatmaps) from those files alone (no run read: the trace plots stay as they were drawn).
 """
 
 from __future__ import annotations
@@ -180,9 +180,10 @@ def write(settings: CatalogueSettings) -> dict[str, Path]:
     plots: dict[str, str] = {}
     build_command, render_command = commands(str(settings.results_dir))
     if settings.plots and not cat.empty:
-        print(f"[catalogue] drawing the heatmap and the trace plots of {len(tables.cells)} cells ...", flush=True)
-        plots = plotting.write_all(tables.signatures, tables.metrics, rs, out_dir / "plots", settings.trace_metrics,
-                                   commands=(render_command, build_command))
+        print(f"[catalogue] drawing the verdict map, the heatmaps and the trace plots of {len(tables.cells)} cells ...",
+              flush=True)
+        plots = plotting.write_all(tables.cells, tables.signatures, tables.metrics, rs, out_dir / "plots",
+                                   settings.trace_metrics, commands=(render_command, build_command))
     if not cat.empty:
         atomic_write_parquet(out_dir / "catalogue.parquet", cat)
         written["catalogue"] = out_dir / "catalogue.parquet"
@@ -200,7 +201,7 @@ def write(settings: CatalogueSettings) -> dict[str, Path]:
 
 
 def render(results_dir: Path) -> dict[str, Path]:
-    """Rewrite the catalogue's pages (CATALOGUE.md, FAULTS.md, ``faults/<fault>.md``) and its heatmap
+    """Rewrite the catalogue's pages (CATALOGUE.md, FAULTS.md, ``faults/<fault>.md``) and its summary plots
     from the files a build wrote under ``results_dir/catalogue`` (catalogue.parquet; views.parquet,
     backends.parquet, baselines.parquet and model/scores.parquet where present), reading no run: the
     trace plots already in plots/ are linked, not redrawn. Returns the paths written."""
@@ -218,9 +219,8 @@ def render(results_dir: Path) -> dict[str, Path]:
     written: dict[str, Path] = {}
     plots: dict[str, str] = {}
     if not tables.signatures.empty:
-        plotting.heatmap(tables.signatures, out_dir / "plots" / "heatmap.png", render_command)
-        plots["heatmap"] = "plots/heatmap.png"
-        written["heatmap"] = out_dir / plots["heatmap"]
+        plots.update(plotting.summary_plots(tables.cells, tables.signatures, out_dir / "plots", render_command))
+        written.update({key: out_dir / path for key, path in plots.items()})
     for _, c in tables.cells.iterrows():
         trace = f"plots/traces_{cell_slug(c['cell'], c['base'])}.png"
         if (out_dir / trace).exists():

@@ -1,6 +1,6 @@
 """``rlfh-catalogue`` (``python -m harness.catalogue``): aggregate stored runs into the catalogue and the
 labelled dataset; ``publish=true`` (or ``only``) copies the diagnosis model into the package;
-``render=only`` rewrites the catalogue's pages and heatmap from the files it wrote, reading no run;
+``render=only`` rewrites the catalogue's pages, verdict map and heatmaps from the files it wrote, reading no run;
 ``refit=PATH`` scores and fits the diagnosis model on a table of training examples alone;
 ``merge=PATH`` puts a part (a catalogue built from some setups' runs) into results_dir's catalogue.
 
@@ -42,7 +42,7 @@ def render_mode(cfg: DictConfig) -> bool:
     mode = cfg.get("render", False)
     if mode not in (False, "only"):
         raise ConfigError(f"render={mode!r}; valid choices: false (build from the runs), only (re-render the pages "
-                          "and the heatmap from the catalogue's files, build nothing)")
+                          "and the summary plots from the catalogue's files, build nothing)")
     if mode and publish_mode(cfg):
         raise ConfigError("render=only and publish= both given: run them one after the other")
     return bool(mode)
