@@ -173,7 +173,7 @@ def test_markdown_reports_protocol_summary_and_sections(store):
     root, _ = store
     md = (root / "catalogue" / "CATALOGUE.md").read_text()
     assert "Even seeds calibrate, odd seeds are held\nout" in md
-    assert "| [shared_policy](faults/shared_policy.md) |" in md and "![faults x signatures" in md
+    assert "| [shared_policy](faults/shared_policy.md) |" in md and "![where each fault manifested" in md
     assert "### Faults that left no trace" in md
     assert "## Healthy baselines" in md and "ppo_single_pass/cartpole/native | yes | 6 |" in md
     # each cell's tables and traces are on its fault's page
