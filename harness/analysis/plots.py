@@ -48,7 +48,7 @@ def _save(fig: plt.Figure, path: Path, **savefig: Any) -> None:
 HEATMAP_DPI = 100
 HEATMAP_MAX_WIDTH = 1800
 ROW_IN, COL_IN, LABEL_IN = 0.19, 0.3, 3.4
-#: the verdict map's colours: manifested, no trace, undecided (not run: white)
+#: the verdict map's file under plots/, and its colours: manifested, no trace, undecided (not run: white)
 VERDICTS_FILE = "verdicts.png"
 VERDICT_COLOURS = {"manifested": "#b2182b", "no trace": "#92c5de", "undecided": "#fdd49e"}
 
