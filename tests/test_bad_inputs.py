@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.commands.app import run_app
 from harness.config import ConfigError
 from harness.logs.exporter import export
 from harness.logs.readers import read
@@ -94,12 +95,25 @@ def test_ctrl_c_stops_with_one_line_and_leaves_the_store_as_it_was(store):
     os.killpg(proc.pid, signal.SIGINT)
     _, err = proc.communicate(timeout=120)
     lines = err.strip().splitlines()
-    assert proc.returncode == 130
+    assert proc.returncode == 130, err
     assert len(lines) == 1 and "Traceback" not in err, err
     assert lines[0].startswith("interrupted: run ppo-cartpole-native-zero_reward-") and "was not stored" in lines[0]
     assert snapshot(store / "runs") == before            # the interrupted run was not stored, nothing else touched
     rid = lines[0].split()[2]
     assert RunStore(store).problem(rid) in ("absent", "unfinished: no meta.json")   # the next command trains it
+
+
+def test_ctrl_c_outside_a_command_s_own_handler_is_one_line_and_exit_130(capsys):
+    """An interrupt that lands where no command says what it was doing (validation, Hydra's set-up or
+    tear-down) still ends in one line and 130, not a traceback and death by SIGINT (exit -2)."""
+    def app() -> None:
+        raise KeyboardInterrupt
+
+    with pytest.raises(SystemExit) as stop:
+        run_app(app, argv=["fault=none"])
+    assert stop.value.code == 130
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("interrupted: ") and "was not stored" in err[0]
 
 
 def test_diagnose_hyperparameters_are_checked_against_the_schema():

@@ -13,6 +13,7 @@ from omegaconf import DictConfig, read_write
 from harness.config import ConfigError
 from harness.pipeline.assemble import load_experiment
 from harness.pipeline.compose import CONFIG_NAME, preflight
+from harness.pipeline.experiment import INTERRUPTED
 
 
 def run_app(hydra_app: Callable[[], None], config_name: str = CONFIG_NAME,
@@ -20,7 +21,17 @@ def run_app(hydra_app: Callable[[], None], config_name: str = CONFIG_NAME,
             argv: list[str] | None = None, positional: str | None = None) -> None:
     """Validate the command line (one-line error, exit 2), then hand it to the Hydra app.
     ``positional``: the key a bare path on the command line sets (``rlfh-diagnose run.csv`` is
-    ``rlfh-diagnose log=run.csv``)."""
+    ``rlfh-diagnose log=run.csv``). Ctrl-C anywhere ends in one line and exit code 130."""
+    try:
+        _validate_and_run(hydra_app, config_name, validate, argv, positional)
+    except KeyboardInterrupt:     # the commands say what was being done when they can; this is the rest
+        print("interrupted: stopped before finishing; whatever was stored before is kept, and a run that "
+              "was being trained was not stored (run the command again)", file=sys.stderr)
+        raise SystemExit(INTERRUPTED) from None
+
+
+def _validate_and_run(hydra_app: Callable[[], None], config_name: str, validate: Callable[[DictConfig], object],
+                      argv: list[str] | None, positional: str | None) -> None:
     own = argv is None
     argv = sys.argv[1:] if argv is None else argv
     try:
