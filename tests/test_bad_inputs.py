@@ -113,7 +113,7 @@ def test_ctrl_c_outside_a_command_s_own_handler_is_one_line_and_exit_130(capsys)
         run_app(app, argv=["fault=none"])
     assert stop.value.code == 130
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("interrupted: ") and "was not stored" in err[0]
+    assert len(err) == 1 and err[0].startswith("interrupted: ") and "nothing half-written was kept" in err[0]
 
 
 def test_diagnose_hyperparameters_are_checked_against_the_schema():

@@ -25,8 +25,8 @@ def run_app(hydra_app: Callable[[], None], config_name: str = CONFIG_NAME,
     try:
         _validate_and_run(hydra_app, config_name, validate, argv, positional)
     except KeyboardInterrupt:     # the commands say what was being done when they can; this is the rest
-        print("interrupted: stopped before finishing; whatever was stored before is kept, and a run that "
-              "was being trained was not stored (run the command again)", file=sys.stderr)
+        print("interrupted: stopped before finishing; files are written whole or not at all, so nothing "
+              "half-written was kept (run the command again)", file=sys.stderr)
         raise SystemExit(INTERRUPTED) from None
 
 
