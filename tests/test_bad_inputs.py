@@ -116,6 +116,26 @@ def test_ctrl_c_outside_a_command_s_own_handler_is_one_line_and_exit_130(capsys)
     assert len(err) == 1 and err[0].startswith("interrupted: ") and "nothing half-written was kept" in err[0]
 
 
+def test_an_interrupt_caught_after_it_left_generated_code_still_exits_130(tmp_path):
+    """CPython remembers a KeyboardInterrupt that escaped ``exec`` of a string (how dataclasses make their
+    methods) even once caught, and ``python -m`` then dies by SIGINT (-2) instead of exiting 130: CI saw
+    the Ctrl-C test print its one line and still end -2. run_app clears it."""
+    (tmp_path / "interrupted_app.py").write_text(
+        "import sys\n"
+        "from harness.commands.app import run_app\n"
+        "def app():\n"
+        "    try:\n"
+        "        exec('raise KeyboardInterrupt')\n"
+        "    except KeyboardInterrupt:\n"
+        "        print('interrupted: the command said so', file=sys.stderr)\n"
+        "        sys.exit(130)\n"
+        "run_app(app, argv=['fault=none'])\n")
+    out = subprocess.run([sys.executable, "-m", "interrupted_app"], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 130, out.stderr
+    assert out.stderr.strip().splitlines() == ["interrupted: the command said so"]
+
+
 def test_diagnose_hyperparameters_are_checked_against_the_schema():
     log = DATA / "sb3"
     for args, expected in ((["+hp.lr=abc"], "hp.lr='abc' must be a number"),

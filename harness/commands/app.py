@@ -28,6 +28,17 @@ def run_app(hydra_app: Callable[[], None], config_name: str = CONFIG_NAME,
         print("interrupted: stopped before finishing; files are written whole or not at all, so nothing "
               "half-written was kept (run the command again)", file=sys.stderr)
         raise SystemExit(INTERRUPTED) from None
+    finally:
+        _forget_caught_interrupt()
+
+
+def _forget_caught_interrupt() -> None:
+    """CPython remembers a KeyboardInterrupt that escaped code run by ``exec`` of a string (dataclasses
+    and namedtuples make their methods that way) even after it was caught, and under ``python -m``
+    then ends the process by SIGINT (exit -2) instead of with its exit code: what CI saw when Ctrl-C
+    landed while a dataclass was being made. A string executed to completion clears that memory; every
+    interrupt has been caught and answered (exit 130) by the time this runs."""
+    exec("None")
 
 
 def _validate_and_run(hydra_app: Callable[[], None], config_name: str, validate: Callable[[DictConfig], object],
