@@ -10,10 +10,9 @@ from typing import Any
 
 from omegaconf import DictConfig, read_write
 
-from harness.config import ConfigError
+from harness.config import INTERRUPTED, ConfigError
 from harness.pipeline.assemble import load_experiment
 from harness.pipeline.compose import CONFIG_NAME, preflight
-from harness.pipeline.experiment import INTERRUPTED
 
 
 def run_app(hydra_app: Callable[[], None], config_name: str = CONFIG_NAME,
@@ -35,8 +34,8 @@ def run_app(hydra_app: Callable[[], None], config_name: str = CONFIG_NAME,
 def _forget_caught_interrupt() -> None:
     """CPython remembers a KeyboardInterrupt that escaped code run by ``exec`` of a string (dataclasses
     and namedtuples make their methods that way) even after it was caught, and under ``python -m``
-    then ends the process by SIGINT (exit -2) instead of with its exit code: what CI saw when Ctrl-C
-    landed while a dataclass was being made. A string executed to completion clears that memory; every
+    then ends the process by SIGINT (exit -2) instead of with its exit code: what CI saw (the command's
+    own line printed, then -2; which exec the interrupt landed in was not identified). A string executed to completion clears that memory; every
     interrupt has been caught and answered (exit 130) by the time this runs."""
     exec("None")
 

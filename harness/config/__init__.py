@@ -11,7 +11,15 @@ what a detector may see of a config, and how reports name a setup.
 Everything is importable from ``harness.config``.
 """
 
-from harness.config.errors import ConfigError, check_range, did_you_mean, locate, unknown_choice, unknown_key
+from harness.config.errors import (
+    INTERRUPTED,
+    ConfigError,
+    check_range,
+    did_you_mean,
+    locate,
+    unknown_choice,
+    unknown_key,
+)
 from harness.config.experiment import Experiment
 from harness.config.labels import algo_label, setup_label
 from harness.config.schemas import (
@@ -40,7 +48,7 @@ from harness.config.visibility import HIDDEN, visible_config
 #: the Hydra config directory (config.yaml and one folder per config group)
 CONF_DIR = conf_dir()
 
-__all__ = ["ALGO_SCHEMAS", "CONF_DIR", "GRPO_MODELS", "GRPO_SCALES", "HIDDEN", "IS_CORRECTIONS",
+__all__ = ["ALGO_SCHEMAS", "CONF_DIR", "INTERRUPTED", "GRPO_MODELS", "GRPO_SCALES", "HIDDEN", "IS_CORRECTIONS",
            "KL_ESTIMATORS", "LOSS_AGGS", "LR_DECAYS", "SAMPLER_PRECISIONS", "BackendConfig", "Config", "ConfigError", "EnvConfig",
            "Experiment", "GRPOConfig", "ModelConfig", "PPOConfig", "algo_label", "backend_config", "check_range", "did_you_mean",
            "group_choices", "locate", "register_configs", "setup_label", "to_object", "unknown_choice", "unknown_key", "visible_config"]

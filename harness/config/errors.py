@@ -13,6 +13,9 @@ class ConfigError(ValueError):
     """A bad configuration value; the message is one line meant for the user."""
 
 
+INTERRUPTED = 130      # the exit code of a command stopped by Ctrl-C (128 + SIGINT)
+
+
 def did_you_mean(value: object, choices: Iterable[object], prefix: str = "") -> str:
     """``"did you mean <prefix>X? "`` for the choice X closest to a misspelled ``value`` (difflib), else ``""``."""
     close = difflib.get_close_matches(str(value), [str(c) for c in choices], n=1)

@@ -21,7 +21,7 @@ from rich.progress import (
 )
 
 from harness.analysis.plots import run_traces
-from harness.config import ConfigError, Experiment
+from harness.config import INTERRUPTED, ConfigError, Experiment
 from harness.logs.views import StoredRun, render
 from harness.logs.writers import write
 from harness.metrics import PROGRESS
@@ -39,7 +39,6 @@ from harness.pipeline.train import (
 )
 from harness.store import RunStore, run_id
 
-INTERRUPTED = 130      # the exit code of a command stopped by Ctrl-C (128 + SIGINT)
 TRACES = "traces.png"
 TENSORBOARD = "tensorboard"
 
