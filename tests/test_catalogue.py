@@ -514,3 +514,31 @@ def test_the_agreement_of_a_catalogue_frame_is_the_builds(store):
         if path.exists():
             pd.testing.assert_frame_equal(pd.read_parquet(path), expected, check_dtype=False)
 
+
+
+def test_a_fault_that_changed_nothing_logged_is_told_from_one_no_test_could_see(tmp_path):
+    """truncation_as_termination acts only when an episode reaches the step cap: on CartPole (cap 500)
+    in 4096 steps of 16 envs none does, so each faulty run logs exactly what its twin logs. The cell
+    says so (``n_unchanged``; the page: "logged exactly what their twins did"), which a user reads
+    differently from a change too faint for the test; a fault that acted (zero_reward) counts none."""
+    for seed in (0, 1):
+        for fault in ("none", "truncation_as_termination", "zero_reward"):
+            train([f"fault={fault}", *SMALL, f"seed={seed}", f"results_dir={tmp_path}"])
+    write(CatalogueSettings(tmp_path, n_mc=200, trace_metrics=(), plots=False, dataset=False, model=False))
+    cat = pd.read_parquet(tmp_path / "catalogue" / "catalogue.parquet")
+    assert cell(cat, "truncation_as_termination", "ppo/cartpole/native")["n_unchanged"].eq(2).all()
+    assert cell(cat, "zero_reward", "ppo/cartpole/native")["n_unchanged"].eq(0).all()
+    page = (tmp_path / "catalogue" / "faults" / "truncation_as_termination.md").read_text()
+    assert "2 faulty seeds (0 diverged, 0 crashed, 2 logged exactly what their twins did)" in page
+    assert "logged exactly what" not in (tmp_path / "catalogue" / "faults" / "zero_reward.md").read_text()
+
+
+def test_same_metrics_compares_every_tested_metric_value_for_value():
+    from harness.catalogue.protocol import same_metrics
+
+    a = pd.DataFrame({"update": [0, 1], "approx_kl": [0.01, np.nan], "entropy": [0.6, 0.5]})
+    assert same_metrics(a, a.copy(), ["approx_kl", "entropy", "grad_norm"])       # NaN == NaN; absent in both
+    assert not same_metrics(a, a.assign(entropy=[0.6, 0.5 + 1e-12]), ["entropy"])   # exact, not close
+    assert not same_metrics(a, a.iloc[:1], ["entropy"])                             # a shorter window
+    assert not same_metrics(a, a.drop(columns="entropy"), ["entropy"])              # logged by one only
+    assert not same_metrics(a.iloc[:0], a.iloc[:0], ["entropy"])                    # nothing to compare

@@ -15,6 +15,7 @@ from harness.catalogue.report import (
     BackendNotes,
     agreement_markdown,
     commands,
+    n_unchanged,
     page_of,
     progress_change,
     rate_ci,
@@ -90,8 +91,9 @@ def _cell_facts(c: pd.Series, tables: CatalogueTables) -> list[str]:
                                                       "wrong)" if c["fault_kind"] == "telemetry" else ""))
     out += [f"- **Runs**: {c['n_faulty']} faulty seeds ({c['n_diverged']} diverged"
             + (f", completing {c['diverged_updates']} updates after onset" if c["n_diverged"] else "")
-            + f", {c['n_crashed']} crashed), {c['n_healthy']} healthy, {c['n_control']} look-alike controls; "
-            f"onset update {c['onsets']}",
+            + f", {c['n_crashed']} crashed"
+            + (f", {n_unchanged(c)} logged exactly what their twins did" if n_unchanged(c) else "")
+            + f"), {c['n_healthy']} healthy, {c['n_control']} look-alike controls; onset update {c['onsets']}",
             f"- **Verdict** (held-out): {verdict(c, tables.signatures, tables.metrics)}"
             + (f"; revealed by {c['manifested_by']}" if c["manifested"] else ""),
             f"- **{c['progress_metric']}** over the last 5 updates, faulty vs healthy: {progress_change(c)}", ""]

@@ -28,7 +28,7 @@ import pandas as pd
 from harness.analysis.dataset import as_module_command
 from harness.analysis.runs import RunSet, cell_slug
 from harness.catalogue.agreement import frame_agreement
-from harness.catalogue.rows import BASELINE_COLUMNS, agreement_frame, read_table
+from harness.catalogue.rows import BASELINE_COLUMNS, CATALOGUE_COLUMNS, agreement_frame, read_table
 from harness.config import ConfigError
 from harness.store import atomic_write_bytes, atomic_write_json, atomic_write_parquet
 
@@ -154,6 +154,8 @@ def merge(results_dir: Path, part_dir: Path) -> list[Part]:
         if stale.cell in new_cells:
             (out_dir / "plots" / f"traces_{cell_slug(stale.cell, stale.base)}.png").unlink(missing_ok=True)
     cat = _replace(old, part_cat, old["cell"].isin(new_cells) if old is not None else None)
+    # cells built before a summary column existed have it empty (NaN); the columns keep the build's order
+    cat = cat.reindex(columns=[c for c in CATALOGUE_COLUMNS if c in cat] + [c for c in cat if c not in CATALOGUE_COLUMNS])
     old_views = read_table(out_dir / "views.parquet")
     views = _replace(old_views, part_views, old_views["cell"].isin(new_cells) if old_views is not None else None)
     old_base = read_table(out_dir / "baselines.parquet")

@@ -374,6 +374,23 @@ def manifested_by(evidence: list[Evidence]) -> list[str]:
     return [e.item for e in sorted(passed, key=lambda e: not e.fitted)]
 
 
+def same_metrics(faulty: pd.DataFrame, healthy: pd.DataFrame, names: list[str]) -> bool:
+    """Whether a faulty run's window logs exactly what its twin's does: the same updates, and every
+    metric in ``names`` that either records equal value for value (NaN equal to NaN). True means the
+    bug changed nothing the run logs (at its setup and budget it had nothing to act on), which is a
+    different finding from a change no test could tell from noise."""
+    if faulty.empty or len(faulty) != len(healthy):
+        return False
+    for name in names:
+        if (name in faulty) != (name in healthy):
+            return False
+        if name in faulty:
+            a, b = faulty[name].to_numpy(dtype=float), healthy[name].to_numpy(dtype=float)
+            if not np.array_equal(a, b, equal_nan=True):
+                return False
+    return True
+
+
 def cell_summary(cell: Cell, rs: RunSet, windows: dict[str, Window], split: dict[str, Groups],
                  evidence: list[Evidence]) -> CellSummary:
     """The cell as a whole: its runs, how its faulty seeds ended, whether it manifested (and by
@@ -388,6 +405,12 @@ def cell_summary(cell: Cell, rs: RunSet, windows: dict[str, Window], split: dict
         rows = signatures.usable(_window_rows(rs.canonical, rid, windows[rid]))[progress].dropna()
         return float(rows.iloc[-5:].mean()) if len(rows) else math.nan
 
+    twin = {rs.metas[h]["seed"]: h for h in cell.healthy}
+    unchanged = [r for r in cell.faulty if rs.metas[r]["seed"] in twin
+                 and same_metrics(_window_rows(rs.canonical, r, windows[r]),
+                                  _window_rows(rs.canonical, twin[rs.metas[r]["seed"]],
+                                               windows[twin[rs.metas[r]["seed"]]]),
+                                  metric_names(cell.info["algo"]))]
     faulty_final = _finite_median([final(r) for r in cell.faulty])
     healthy_final = _finite_median([final(r) for r in cell.healthy])
     onsets = sorted({windows[r].onset for r in cell.faulty})
@@ -401,7 +424,7 @@ def cell_summary(cell: Cell, rs: RunSet, windows: dict[str, Window], split: dict
         algo_variant=info["algo_variant"], env=info["env"], backend=info["backend"],
         cell=cell.label, setup=cell.setup, base=info["base"], onsets=", ".join(map(str, onsets)),
         n_faulty=len(cell.faulty), n_healthy=len(cell.healthy), n_control=len(cell.controls),
-        n_diverged=statuses.count("diverged"), n_crashed=statuses.count("crashed"),
+        n_diverged=statuses.count("diverged"), n_crashed=statuses.count("crashed"), n_unchanged=len(unchanged),
         diverged_updates=", ".join(map(str, diverged_updates)), n_evidence=len(evidence),
         manifested=bool(revealed), manifested_by=", ".join(revealed), progress_metric=progress,
         progress_faulty=float(faulty_final), progress_healthy=float(healthy_final),

@@ -52,6 +52,19 @@ def progress_change(c: pd.Series) -> str:
     return f"{num(f)} vs {num(h)} ({rel})" if rel else f"{num(f)} vs {num(h)}"
 
 
+def n_unchanged(c: pd.Series) -> int:
+    """How many of a cell's faulty seeds logged exactly what their twins did (the bug had nothing to
+    act on there); 0 for a cell built before this was counted."""
+    n = c.get("n_unchanged")
+    return 0 if n is None or not math.isfinite(float(n)) else int(n)
+
+
+def unchanged(c: pd.Series) -> str:
+    """``"; changed nothing logged on 10/10 seeds"``, or ``""`` when the bug changed what every seed logged."""
+    n = n_unchanged(c)
+    return f"; changed nothing logged on {n}/{c['n_faulty']} seeds" if n else ""
+
+
 def page_of(fault: str) -> str:
     """A fault's page, relative to the catalogue directory."""
     return f"{FAULT_PAGES}/{fault}.md"
@@ -138,7 +151,7 @@ def verdict(c: pd.Series, sigs: pd.DataFrame, metrics: pd.DataFrame) -> str:
     if c["manifested"]:
         text = _lead(c, sigs, metrics)
     elif c["decidable"]:
-        text = f"**no trace** on {c['setup']} ({c['progress_metric']} {progress_change(c)})"
+        text = f"**no trace** on {c['setup']} ({c['progress_metric']} {progress_change(c)}){unchanged(c)}"
     else:
         text = f"undecided ({c['n_faulty']} seeds, min p {c['min_p']:.2f})"
     for what in ("diverged", "crashed"):

@@ -153,6 +153,8 @@ class CellSummary:
     n_control: int
     n_diverged: int
     n_crashed: int
+    n_unchanged: int               # faulty seeds whose every tested metric equals its twin's over the window:
+                                   # the bug changed nothing the run logs (e.g. no episode reached the cap)
     diverged_updates: str          # updates each diverged faulty seed completed, "2, 5"
     n_evidence: int                # items selected on the calibration half
     manifested: bool
