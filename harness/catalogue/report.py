@@ -198,7 +198,9 @@ def _summary(tables: CatalogueTables) -> list[str]:
             "not hidden): a monitor reading these metrics cannot tell them from healthy runs there.", ""]
     for setup, g in quiet.groupby("setup", sort=True):
         faults = [f"[{fault}]({page_of(fault)}) ("
-                  + ", ".join("onset 0" if k == "0" else "mid-run" for k in sorted(h["onset_kind"])) + ")"
+                  + ", ".join(("onset 0" if c["onset_kind"] == "0" else "mid-run")
+                              + (" changed nothing logged" if n_unchanged(c) == c["n_faulty"] else "")
+                              for _, c in h.sort_values("onset_kind").iterrows()) + ")"
                   for fault, h in g.groupby("fault", sort=True)]
         out.append(f"- on {setup}: {', '.join(faults)}")
     return out + [""]
