@@ -1,7 +1,7 @@
 """Seed-batched native PPO (engine=seed_batched) against the loop, per framework setting.
 
-For each setting (CleanRL's ppo.py on CartPole, SB3's PPO() defaults on CartPole, CleanRL's
-ppo_continuous_action.py defaults on Pendulum) and each batch size S, S healthy seeds train
+For each setting (the catalogue's CartPole cells, CleanRL's ppo.py on CartPole, SB3's PPO() defaults on
+CartPole, CleanRL's ppo_continuous_action.py defaults on Pendulum) and each batch size S, S healthy seeds train
 ``--updates`` updates one after the other (the loop: harness.agents.ppo.train) and as one batch
 (harness.agents.ppo_seeds.train_seeds), one torch thread, in this process. Reported: seconds per run
 (S seeds' wall time / S) and the speed-up, the algorithm alone (no run store). Run it on an idle
@@ -24,6 +24,9 @@ from pathlib import Path
 import torch
 
 SETTINGS = {
+    # the catalogue sweep's CartPole cells (harness defaults: 16 envs x 128 steps, 10 epochs x 4 minibatches)
+    "catalogue_cartpole": ("cartpole", dict(num_envs=16, n_steps=128, n_epochs=10, n_minibatches=4, lr=1e-3,
+                                            anneal_lr=False, ent_coef=0.0)),
     "cleanrl_cartpole": ("cartpole", dict(num_envs=4, n_steps=128, n_epochs=4, n_minibatches=4, lr=2.5e-4,
                                           anneal_lr=True, ent_coef=0.01)),
     "sb3_cartpole": ("cartpole", dict(num_envs=1, n_steps=2048, n_epochs=10, n_minibatches=32, lr=3e-4,
