@@ -515,7 +515,6 @@ def test_the_agreement_of_a_catalogue_frame_is_the_builds(store):
             pd.testing.assert_frame_equal(pd.read_parquet(path), expected, check_dtype=False)
 
 
-
 def test_a_fault_that_changed_nothing_logged_is_told_from_one_no_test_could_see(tmp_path):
     """truncation_as_termination acts only when an episode reaches the step cap: on CartPole (cap 500)
     in 4096 steps of 16 envs none does, so each faulty run logs exactly what its twin logs. The cell
