@@ -296,15 +296,20 @@ def _finite(summaries: Summaries, ids: list[str], name: str) -> np.ndarray:
     return values[np.isfinite(values)]
 
 
+def twin_pairs(cell: Cell, rs: RunSet) -> dict[str, str]:
+    """Each faulty run of the cell that has a healthy twin (a healthy run of the same seed): faulty run
+    id -> twin run id, in the cell's order."""
+    twin = {rs.metas[h]["seed"]: h for h in cell.healthy}
+    return {f: twin[rs.metas[f]["seed"]] for f in cell.faulty if rs.metas[f]["seed"] in twin}
+
+
 def metric_test(name: str, cell: Cell, rs: RunSet, summaries: Summaries, split: dict[str, Groups],
                 rng: np.random.Generator, n_mc: int) -> MetricRow | None:
     """Metric ``name`` over all seeds: AUROC faulty vs healthy of the runs' summaries, with its
     permutation p-value (exchanging labels within twin pairs when every faulty seed has its twin),
     and the calibration half's AUROC. None when there is nothing to test (fewer than 2 finite
     summaries a side, or all equal). The Holm adjustment is filled in by :func:`metric_rows`."""
-    twin = {rs.metas[h]["seed"]: h for h in cell.healthy}
-    pairs = [(summaries[f][name], summaries[twin[rs.metas[f]["seed"]]][name]) for f in cell.faulty
-             if rs.metas[f]["seed"] in twin]
+    pairs = [(summaries[f][name], summaries[h][name]) for f, h in twin_pairs(cell, rs).items()]
     pairs = [(a, b) for a, b in pairs if math.isfinite(a) and math.isfinite(b)]
     pos, neg = _finite(summaries, cell.faulty, name), _finite(summaries, cell.healthy, name)
     if len(pos) < 2 or len(neg) < 2 or np.ptp(np.concatenate([pos, neg])) == 0:
@@ -405,12 +410,10 @@ def cell_summary(cell: Cell, rs: RunSet, windows: dict[str, Window], split: dict
         rows = signatures.usable(_window_rows(rs.canonical, rid, windows[rid]))[progress].dropna()
         return float(rows.iloc[-5:].mean()) if len(rows) else math.nan
 
-    twin = {rs.metas[h]["seed"]: h for h in cell.healthy}
-    unchanged = [r for r in cell.faulty if rs.metas[r]["seed"] in twin
-                 and same_metrics(_window_rows(rs.canonical, r, windows[r]),
-                                  _window_rows(rs.canonical, twin[rs.metas[r]["seed"]],
-                                               windows[twin[rs.metas[r]["seed"]]]),
-                                  metric_names(cell.info["algo"]))]
+    names = metric_names(cell.info["algo"])
+    unchanged = [f for f, h in twin_pairs(cell, rs).items()
+                 if same_metrics(_window_rows(rs.canonical, f, windows[f]),
+                                 _window_rows(rs.canonical, h, windows[h]), names)]
     faulty_final = _finite_median([final(r) for r in cell.faulty])
     healthy_final = _finite_median([final(r) for r in cell.healthy])
     onsets = sorted({windows[r].onset for r in cell.faulty})
