@@ -499,6 +499,43 @@ def test_a_part_merged_replaces_its_cells_and_says_how_it_was_made(store, small_
     assert read_parts(whole / "catalogue") == parts
 
 
+def test_a_part_replaces_the_earlier_form_of_a_cell_built_under_another_name(store, small_runs, tmp_path):
+    """A fault whose settings changed since the catalogue was built (excessive_lr's factor 100 -> 3)
+    gets a cell of another name: merging its new part must drop the old form (rows, views, trace plot
+    and its place in parts.json), not publish both, and leave the same fault at the other onset kind
+    and on other setups alone."""
+    from harness.catalogue.parts import merge, read_parts
+
+    whole, part = tmp_path / "results", tmp_path / "part"
+    shutil.copytree(store[0] / "catalogue", whole / "catalogue")
+    shutil.copytree(small_runs / "runs", part / "runs")
+    write(CatalogueSettings(part, n_mc=200, trace_metrics=(), plots=False, dataset=False, model=False))
+    name = "zero_reward | ppo/cartpole/native"
+    old_name = "zero_reward scale=0.5 | ppo/cartpole/native"        # as if built by an earlier form
+    other = "zero_reward onset=mid | ppo/cartpole/native"
+    for table in ("catalogue.parquet", "views.parquet"):
+        frame = pd.read_parquet(whole / "catalogue" / table)
+        assert name in set(frame["cell"])
+        frame["cell"] = frame["cell"].replace({name: old_name})
+        if table == "catalogue.parquet":                             # a same-kind row on another onset stays
+            extra = frame[frame["cell"] == old_name].assign(cell=other, onset_kind="mid")
+            frame = pd.concat([frame, extra], ignore_index=True)
+        frame.to_parquet(whole / "catalogue" / table)
+    base = pd.read_parquet(whole / "catalogue" / "catalogue.parquet").set_index("cell")["base"]
+    old_plot = whole / "catalogue" / "plots" / f"traces_{cell_slug(old_name, base[old_name].iloc[0])}.png"
+    old_plot.parent.mkdir(parents=True, exist_ok=True)
+    old_plot.write_bytes(b"old form")
+    before = set(pd.read_parquet(whole / "catalogue" / "catalogue.parquet")["cell"])
+
+    parts = merge(whole, part)
+    after = pd.read_parquet(whole / "catalogue" / "catalogue.parquet")
+    views = pd.read_parquet(whole / "catalogue" / "views.parquet")
+    assert old_name not in set(after["cell"]) and old_name not in set(views["cell"])
+    assert set(after["cell"]) == (before - {old_name}) | {name}
+    assert other in set(after["cell"]) and not old_plot.exists()
+    assert all(old_name not in p.cells for p in read_parts(whole / "catalogue")) and parts[-1].cells == [name]
+
+
 def test_the_agreement_of_a_catalogue_frame_is_the_builds(store):
     """backends.parquet recomputed from catalogue.parquet (as a merge does) equals what the build wrote
     from its cells: the store has GRPO only natively, so both say no fault ran on two backends; the

@@ -6,7 +6,8 @@ catalogue.
 A part is an ordinary build (``python -m harness.catalogue results_dir=PART_DIR``) of the runs of the
 setups it trained; its ``catalogue/build.json`` (:func:`build_record`) says when it was built, by which
 code, from how many runs, and with which sweep commands. Merging replaces the catalogue's cells of the
-same name (the rows of every kind, their per-view verdicts and trace plots) and the healthy baselines
+same name or of an earlier form of the same fault on the same setup and onset kind (the rows of every
+kind, their per-view verdicts and trace plots) and the healthy baselines
 of the part's setups, recomputes the backends' agreement over the merged cells (a part's SB3 cells are
 compared with native cells of another part), records the part in ``catalogue/parts.json`` with the
 commands that regenerate it, and re-renders the pages. Cells a merge finds without a part (a catalogue
@@ -36,6 +37,8 @@ from harness.store import atomic_write_bytes, atomic_write_json, atomic_write_pa
 BUILD_FILE, PARTS_FILE = "build.json", "parts.json"
 #: a setup's columns in catalogue.parquet and baselines.parquet
 SETUP_KEYS = ["algo", "algo_variant", "env", "backend"]
+#: what a cell measures whatever its fault's settings: a part's cell replaces an old cell with these values
+CELL_KEYS = ["fault", "setup", "onset_kind"]
 
 
 def _git(*args: str, cwd: Path) -> str:
@@ -132,9 +135,21 @@ def _replace(old: pd.DataFrame | None, new: pd.DataFrame | None, drop: pd.Series
     return pd.concat(frames, ignore_index=True) if frames else None
 
 
+def replaced_cells(old: pd.DataFrame | None, part: pd.DataFrame) -> set[str]:
+    """The cells of ``old`` that a part's cells replace: those of the same name, and those of the same
+    fault, setup and onset kind under another name (the fault's settings or form changed since they
+    were built, e.g. excessive_lr's factor 100 -> 3): a catalogue never holds two forms of one cell."""
+    if old is None:
+        return set()
+    keys = set(map(tuple, part[CELL_KEYS].astype(str).values))
+    same_kind = old[CELL_KEYS].astype(str).apply(tuple, axis=1).isin(keys)
+    return set(old.loc[same_kind, "cell"]) | (set(old["cell"]) & set(part["cell"]))
+
+
 def merge(results_dir: Path, part_dir: Path) -> list[Part]:
     """Merge the part built under ``part_dir`` into ``results_dir``'s catalogue (created when absent):
-    the part's cells replace cells of the same name, its setups' healthy baselines replace theirs, its
+    the part's cells replace cells of the same name or of an earlier form (:func:`replaced_cells`),
+    its setups' healthy baselines replace theirs, its
     trace plots are copied (replaced cells' plots removed), the backends' agreement is recomputed, and
     parts.json records the part (last, so an interrupted merge is repaired by running it again: merging
     a part twice changes nothing). Returns the parts of the merged catalogue. The pages are not
@@ -149,15 +164,16 @@ def merge(results_dir: Path, part_dir: Path) -> list[Part]:
     if old is not None and not parts:
         parts = [_earlier_part(old, out_dir)]
     new_cells = set(part_cat["cell"])
+    gone = replaced_cells(old, part_cat)
     setups = sorted(part_cat["setup"].dropna().unique())
     for stale in (old.drop_duplicates("cell") if old is not None else pd.DataFrame(columns=["cell", "base"])).itertuples():
-        if stale.cell in new_cells:
+        if stale.cell in gone:
             (out_dir / "plots" / f"traces_{cell_slug(stale.cell, stale.base)}.png").unlink(missing_ok=True)
-    cat = _replace(old, part_cat, old["cell"].isin(new_cells) if old is not None else None)
+    cat = _replace(old, part_cat, old["cell"].isin(gone) if old is not None else None)
     # cells built before a summary column existed have it empty (NaN); the columns keep the build's order
     cat = cat.reindex(columns=[c for c in CATALOGUE_COLUMNS if c in cat] + [c for c in cat if c not in CATALOGUE_COLUMNS])
     old_views = read_table(out_dir / "views.parquet")
-    views = _replace(old_views, part_views, old_views["cell"].isin(new_cells) if old_views is not None else None)
+    views = _replace(old_views, part_views, old_views["cell"].isin(gone) if old_views is not None else None)
     old_base = read_table(out_dir / "baselines.parquet")
     part_keys = set(map(tuple, part_base[SETUP_KEYS].astype(str).values)) if part_base is not None else set()
     baselines = _replace(old_base, part_base, old_base[SETUP_KEYS].astype(str).apply(tuple, axis=1).isin(part_keys)
@@ -180,7 +196,7 @@ def merge(results_dir: Path, part_dir: Path) -> list[Part]:
                 results_dir=str(part_dir), sweep_commands=list(record.get("sweep_commands", [])))
     kept = []
     for p in parts:           # an earlier part keeps the cells no later part replaced
-        left = [c for c in p.cells if c not in new_cells]
+        left = [c for c in p.cells if c not in gone]
         if left:
             kept.append(Part(**{**asdict(p), "cells": left,
                                 "setups": sorted(cat.loc[cat["cell"].isin(left), "setup"].dropna().unique())}))
