@@ -194,13 +194,19 @@ def test_the_verdict_map_has_every_cell_s_verdict_where_it_was_run(rendered, tab
         column = f"{c['setup']} · {'mid-run' if c['onset_kind'] == 'mid' else 'onset 0'}"
         entries = table[column][table[column] != ""]
         mine = [r for r in entries.index if r.split(" ")[0] == c["fault"]]
-        want = "manifested" if c["manifested"] else "no trace" if c["decidable"] else "undecided"
+        inert = c["n_unchanged"] == c["n_faulty"] > 0              # every faulty seed logged what its twin did
+        want = ("manifested" if c["manifested"] else "undecided" if not c["decidable"]
+                else "changed nothing logged" if inert else "no trace")
         assert want in set(entries[mine]), (c["cell"], want)
+    # the published catalogue has such cells (Hopper never reaches its step cap: truncation_as_termination)
+    assert (table == "changed nothing logged").to_numpy().sum() == (
+        ~cells["manifested"].astype(bool) & cells["decidable"].astype(bool)
+        & (cells["n_unchanged"] == cells["n_faulty"])).sum() > 0
     fig = plots.verdict_map_figure(cells, "regen")
     try:
         (ax, *_) = fig.get_axes()
         labels = [t.get_text() for t in ax.get_xticklabels()]
-        for label, column in zip(labels, table.columns):    # manifested / no trace / undecided counts
+        for label, column in zip(labels, table.columns):    # a count per verdict
             counts = [int(n) for n in label.removeprefix(column).strip(" ()").split("/")]
             assert counts == [int((table[column] == v).sum()) for v in plots.VERDICT_COLOURS]
         assert [t.get_text() for t in ax.get_yticklabels()] == list(table.index)

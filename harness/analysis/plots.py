@@ -50,7 +50,8 @@ HEATMAP_MAX_WIDTH = 1800
 ROW_IN, COL_IN, LABEL_IN = 0.19, 0.3, 3.4
 #: the verdict map's file under plots/, and its colours: manifested, no trace, undecided (not run: white)
 VERDICTS_FILE = "verdicts.png"
-VERDICT_COLOURS = {"manifested": "#b2182b", "no trace": "#92c5de", "undecided": "#fdd49e"}
+VERDICT_COLOURS = {"manifested": "#b2182b", "no trace": "#92c5de", "changed nothing logged": "#d9d9d9",
+                   "undecided": "#fdd49e"}
 
 
 @dataclass(frozen=True)
@@ -171,14 +172,18 @@ def heatmaps(sigs: pd.DataFrame, out_dir: Path, command: str = "") -> dict[str, 
 
 def verdict_map_frame(cells: pd.DataFrame) -> pd.DataFrame:
     """Each fault (and parameter set, where a fault has several) against each setup and onset: the
-    cell's verdict (``manifested``, ``no trace``, ``undecided``), empty where the fault was not run
-    there. Rows sorted by fault, columns by setup then onset (0 before mid-run)."""
+    cell's verdict (``manifested``, ``no trace``, ``changed nothing logged`` for a no-trace cell whose
+    every faulty seed logged exactly what its twin did, ``undecided``), empty where the fault was not
+    run there. Rows sorted by fault, columns by setup then onset (0 before mid-run)."""
     several = _several_params(cells)
+    unchanged = pd.to_numeric(cells.get("n_unchanged", pd.Series(np.nan, index=cells.index)), errors="coerce")
+    inert = (unchanged > 0) & (unchanged == pd.to_numeric(cells["n_faulty"], errors="coerce"))
     frame = cells.assign(
         row=[_row_label(c, bool(many)).removesuffix(" (mid-run)") for (_, c), many in zip(cells.iterrows(), several)],
         column=cells["setup"] + np.where(cells["onset_kind"] == "mid", " · mid-run", " · onset 0"),
         verdict=np.where(cells["manifested"].astype(bool), "manifested",
-                         np.where(cells["decidable"].astype(bool), "no trace", "undecided")))
+                         np.where(~cells["decidable"].astype(bool), "undecided",
+                                  np.where(inert, "changed nothing logged", "no trace"))))
     order = frame.sort_values(["setup", "onset_kind"], key=lambda s: s.map({"mid": 1}).fillna(0)
                               if s.name == "onset_kind" else s)["column"].unique()
     table = frame.pivot_table(index="row", columns="column", values="verdict", aggfunc="first")
@@ -208,7 +213,8 @@ def verdict_map_figure(cells: pd.DataFrame, command: str = "") -> plt.Figure:
               + [Patch(facecolor="white", edgecolor="#888888", label="not run there")],
               loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8, frameon=False)
     fig.suptitle("Where each fault manifested on held-out seeds, per setup and onset\n(in brackets: "
-                 "manifested / no trace / undecided cells)" + (f"\nregenerate: {command}" if command else ""),
+                 + " / ".join(VERDICT_COLOURS) + " cells)\nchanged nothing logged: no trace, and every faulty "
+                 "seed logged exactly what its healthy twin did" + (f"\nregenerate: {command}" if command else ""),
                  fontsize=9)
     return fig
 
