@@ -393,3 +393,33 @@ def test_the_summary_line_says_when_rows_skip_training_steps():
     assert cadence(every_step) == "150 training steps"
     tenth = pd.DataFrame({"update": range(9, 150, 10)})
     assert cadence(tenth).startswith("15 logged rows, one every 10 training steps (steps 10 .. 150")
+
+
+def test_a_log_of_another_algorithm_is_refused_and_algo_reads_it_anyway(tmp_path):
+    """SB3's A2C (tests/data/sb3_a2c: a real progress.csv) writes SB3's names but is not PPO: it used to be
+    answered as a PPO log missing its clipping metrics. Now one line says whose log it is, and
+    ``algo=ppo`` (which Hydra used to take for the config group harness/conf/algo/: "Could not override
+    'algo'") reads it as PPO anyway, in diagnose and in watch. A CleanRL dqn.py log is refused alike."""
+    a2c = DATA / "sb3_a2c" / "progress.csv"
+    out = diagnose(str(a2c))
+    assert out.returncode == 2 and out.stdout == ""
+    assert out.stderr.strip() == (
+        "error: the log looks like stable-baselines3's A2C, not its PPO (it logs train/policy_loss and no "
+        "approx_kl, clip fraction or ratio): the diagnosis knows PPO and GRPO runs only; algo=ppo reads it as "
+        "PPO anyway")
+    for spelling in ("algo=ppo", "algorithm=ppo"):
+        out = diagnose(str(a2c), spelling)
+        assert out.returncode == 0 and "answer: " in out.stdout and "algorithm ppo" in out.stdout, out.stderr
+    bad = diagnose(str(a2c), "algo=sarsa")
+    assert bad.returncode == 2 and bad.stderr.startswith("error: algo='sarsa'; valid choices: ppo, grpo")
+    watch = subprocess.run([sys.executable, "-m", "harness.watch", str(a2c), "idle=0.5", "interval=0.2"],
+                           capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert watch.returncode == 2 and watch.stderr.strip().startswith("error: the log looks like stable-baselines3's A2C")
+    watch = subprocess.run([sys.executable, "-m", "harness.watch", str(a2c), "idle=0.5", "interval=0.2", "algo=ppo"],
+                           capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert watch.returncode == 0 and "20 steps: " in watch.stdout, watch.stderr
+    dqn = tmp_path / "dqn.csv"        # CleanRL dqn.py's names (a W&B-style export of its scalars)
+    pd.DataFrame({"global_step": [100, 200, 300], "losses/td_loss": [1.0, 0.8, 0.7],
+                  "losses/q_values": [0.5, 0.9, 1.2], "charts/episodic_return": [10.0, 12.0, 15.0]}).to_csv(dqn, index=False)
+    out = diagnose(f"log={dqn}", "profile=cleanrl")
+    assert out.returncode == 2 and "CleanRL's dqn.py (or a DQN variant), not its PPO" in out.stderr

@@ -396,3 +396,21 @@ def test_settings_to_check_come_from_every_run_of_a_fault():
     assert fault_settings([misconfigured]) == {"wrong_gamma": ()}
     assert "gamma" in fault_settings([misconfigured, overridden])["wrong_gamma"]
     assert fault_settings([overridden, misconfigured]) == fault_settings([misconfigured, overridden])
+
+
+def test_an_expected_signature_the_log_has_but_cannot_read_is_not_called_absent():
+    """SB3's PPO at lr 3e-7 on LunarLander (a real log: progress.csv's train/approx_kl) logs approx_kl in
+    float32 steps: 20% exactly 0, median 8.7e-10. approx_kl_tiny leaves such a median to approx_kl_zero,
+    which needs 90% zeros: neither can say. The diagnosis used to print "not in this log" for a metric
+    the log has; it now says the metric is there and why the signature could not be read."""
+    from harness.analysis import signatures
+    from harness.detection.diagnosis import expected_status
+
+    kl = np.array([1.8e-9, 5.8e-11, 0.0, 2.3e-10, 0.0, 0.0, 5.9e-9, 8.7e-10, 3.9e-9, 1.2e-9])
+    res = signatures.evaluate(frame(10, approx_kl=kl, nonfinite=0.0), {}, onset=0,
+                              names=["approx_kl_tiny", "approx_kl_zero"])
+    assert not res["approx_kl_tiny"].evaluable and not res["approx_kl_zero"].fired
+    status = expected_status(res["approx_kl_tiny"])
+    assert status.startswith("in this log, but not readable here: median approx_kl") and "zero, not tiny" in status
+    assert expected_status(None) == "not in this log"
+    assert expected_status(res["approx_kl_zero"]).startswith("did not fire: approx_kl == 0 on 60% of 10")

@@ -17,12 +17,14 @@ from harness.pipeline.compose import CONFIG_NAME, preflight
 
 def run_app(hydra_app: Callable[[], None], config_name: str = CONFIG_NAME,
             validate: Callable[[DictConfig], object] = load_experiment,
-            argv: list[str] | None = None, positional: str | None = None) -> None:
+            argv: list[str] | None = None, positional: str | None = None,
+            spellings: dict[str, str] | None = None) -> None:
     """Validate the command line (one-line error, exit 2), then hand it to the Hydra app.
     ``positional``: the key a bare path on the command line sets (``rlfh-diagnose run.csv`` is
-    ``rlfh-diagnose log=run.csv``). Ctrl-C anywhere ends in one line and exit code 130."""
+    ``rlfh-diagnose log=run.csv``); ``spellings``: keys users type -> the config's key
+    (:func:`respelled`). Ctrl-C anywhere ends in one line and exit code 130."""
     try:
-        _validate_and_run(hydra_app, config_name, validate, argv, positional)
+        _validate_and_run(hydra_app, config_name, validate, argv, positional, spellings or {})
     except KeyboardInterrupt:     # the commands say what was being done when they can; this is the rest
         print("interrupted: stopped before finishing; files are written whole or not at all, so nothing "
               "half-written was kept (run the command again)", file=sys.stderr)
@@ -41,14 +43,15 @@ def _forget_caught_interrupt() -> None:
 
 
 def _validate_and_run(hydra_app: Callable[[], None], config_name: str, validate: Callable[[DictConfig], object],
-                      argv: list[str] | None, positional: str | None) -> None:
+                      argv: list[str] | None, positional: str | None, spellings: dict[str, str]) -> None:
     own = argv is None
     argv = sys.argv[1:] if argv is None else argv
     try:
         if positional is not None:
             argv = with_positional(argv, positional)
-            if own:
-                sys.argv[1:] = argv          # what Hydra reads
+        argv = respelled(argv, spellings)
+        if own:
+            sys.argv[1:] = argv              # what Hydra reads
         preflight(argv, config_name, validate)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -71,6 +74,18 @@ def renamed(cfg: DictConfig, aliases: dict[str, tuple[str, Any]]) -> list[str]:
             cfg[new] = value
         notes.append(f"note: {old}= is now {new}= (the old name still works)")
     return notes
+
+
+def respelled(argv: list[str], spellings: dict[str, str]) -> list[str]:
+    """The command line with each ``KEY=VALUE`` whose KEY is in ``spellings`` written with the config's
+    key. A command's own key named like a config group (``algo``: harness/conf/algo/) is read by Hydra
+    as a choice of that group ("Could not override 'algo'"), so diagnose and watch keep theirs as
+    ``algorithm`` and take ``algo=`` as users write it."""
+    out = []
+    for arg in argv:
+        key, eq, value = arg.partition("=")
+        out.append(f"{spellings[key]}={value}" if eq and key in spellings else arg)
+    return out
 
 
 #: Hydra's options whose value is the next argument (``--cfg job``): never a positional path

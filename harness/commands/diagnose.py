@@ -54,8 +54,8 @@ def settle(cfg: DictConfig) -> list[str]:
         value = cfg.get(key)
         if value is not None and value not in OUTPUTS:
             raise ConfigError(f"{key}={value!r}; {did_you_mean(value, OUTPUTS)}valid choices: {', '.join(OUTPUTS)}")
-    if cfg.algo not in (None, *ALGOS):
-        raise ConfigError(f"algo={cfg.algo!r}; {did_you_mean(cfg.algo, ALGOS)}valid choices: ppo, grpo "
+    if cfg.algorithm not in (None, *ALGOS):
+        raise ConfigError(f"algo={cfg.algorithm!r}; {did_you_mean(cfg.algorithm, ALGOS)}valid choices: ppo, grpo "
                           "(default: from the profile)")
     notes = renamed(cfg, ALIASES)
     if cfg.get("catalogue") is not None:
@@ -71,7 +71,7 @@ def model_file(cfg: DictConfig) -> Path:
 def read(cfg: DictConfig) -> LoadedLog:
     try:
         log = load_log(cfg.log, cfg.profile.name, run=None if cfg.select is None else str(cfg.select),
-                       config=hyperparameters(cfg), algo=cfg.algo)
+                       config=hyperparameters(cfg), algo=cfg.algorithm)
     except ConfigError as exc:
         raise ConfigError(_select_words(str(exc))) from None
     log.notes = [_select_words(n) for n in log.notes]
@@ -214,7 +214,7 @@ def app(cfg: DictConfig) -> None:
 
 
 def main() -> None:
-    run_app(app, config_name="diagnose", validate=validate, positional="log")
+    run_app(app, config_name="diagnose", validate=validate, positional="log", spellings={"algo": "algorithm"})
 
 
 if __name__ == "__main__":

@@ -22,10 +22,11 @@ from omegaconf import DictConfig, OmegaConf
 
 from harness.commands.app import run_app
 from harness.config import CONF_DIR, ConfigError, did_you_mean
-from harness.logs import LoadedLog, load_log
+from harness.logs import AnotherAlgorithm, LoadedLog, load_log
 from harness.monitor.core import Alarm, Monitor
 
 OUTPUTS = ("text", "json")
+ALGOS = ("ppo", "grpo")
 
 
 def validate(cfg: DictConfig) -> None:
@@ -38,11 +39,14 @@ def validate(cfg: DictConfig) -> None:
         raise ConfigError(f"interval={cfg.interval}; seconds between reads must be > 0")
     if float(cfg.idle) < 0:
         raise ConfigError(f"idle={cfg.idle}; seconds without growth before stopping must be >= 0 (0: never stop)")
+    if cfg.algorithm not in (None, *ALGOS):
+        raise ConfigError(f"algo={cfg.algorithm!r}; {did_you_mean(cfg.algorithm, ALGOS)}valid choices: ppo, grpo "
+                          "(default: from the profile)")
     make_monitor(cfg)
 
 
 def make_monitor(cfg: DictConfig) -> Monitor:
-    return Monitor(cfg.profile.name, algo=cfg.algo, results_dir=cfg.results_dir, patience=int(cfg.patience),
+    return Monitor(cfg.profile.name, algo=cfg.algorithm, results_dir=cfg.results_dir, patience=int(cfg.patience),
                    budget=1.0, emit=None, detector=cfg.get("detector"))
 
 
@@ -52,7 +56,9 @@ def read(cfg: DictConfig) -> LoadedLog | None:
         return None
     try:
         return load_log(cfg.log, cfg.profile.name, run=None if cfg.select is None else str(cfg.select),
-                        config=dict(OmegaConf.to_container(cfg.hp, resolve=True) or {}), algo=cfg.algo)
+                        config=dict(OmegaConf.to_container(cfg.hp, resolve=True) or {}), algo=cfg.algorithm)
+    except AnotherAlgorithm:      # no row to come changes whose log it is
+        raise
     except ConfigError:
         return None
 
@@ -115,10 +121,13 @@ def app(cfg: DictConfig) -> None:
         follow(cfg)
     except KeyboardInterrupt:
         print("stopped (Ctrl-C)", file=sys.stderr)
+    except AnotherAlgorithm as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(2)
 
 
 def main() -> None:
-    run_app(app, config_name="watch", validate=validate, positional="log")
+    run_app(app, config_name="watch", validate=validate, positional="log", spellings={"algo": "algorithm"})
 
 
 if __name__ == "__main__":

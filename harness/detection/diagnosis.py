@@ -77,6 +77,17 @@ def log_signatures(log: LoadedLog, meta: dict[str, Any]) -> dict[str, signatures
     return signatures.evaluate(rows, meta, onset=0, names=readable)
 
 
+def expected_status(res: signatures.Result | None) -> str:
+    """What an expected signature shows in a log: absent (the log lacks its metric), present but not
+    readable (e.g. a median approx_kl of 8.7e-10: too small to call tiny, too seldom exactly 0 to call
+    zero), fired or not, with the numbers that decided it."""
+    if res is None:
+        return "not in this log"
+    if not res.evaluable:
+        return f"in this log, but not readable here: {res.evidence}"
+    return ("fired: " if res.fired else "did not fire: ") + res.evidence
+
+
 @dataclass
 class Diagnosis:
     """The model's answer on a log (:class:`Answer`), with the signatures that fire in it."""
@@ -139,9 +150,7 @@ def diagnose_log(log: LoadedLog, models: dict[tuple[str, str], DiagnosisModel], 
     expected = {}
     for fault in (result.members or ((result.answer,) if result.answer in FAULTS else ())):
         for name in FAULTS[fault].expected:
-            res = fired.get(name)
-            expected.setdefault(name, "not in this log" if res is None or not res.evaluable
-                                else ("fired: " if res.fired else "did not fire: ") + res.evidence)
+            expected.setdefault(name, expected_status(fired.get(name)))
     return Diagnosis(result, model.view, model, {k: v for k, v in fired.items() if v.fired}, expected)
 
 

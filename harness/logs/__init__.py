@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.logs.canonical import (
+    AnotherAlgorithm,
     LoadedLog,
     MappedLog,
     map_config,
@@ -31,5 +32,5 @@ def load_log(path: str | Path, profile: str | dict | Profile = "auto", run: str 
     return to_canonical(read(path, run), profile, config, algo)
 
 
-__all__ = ["LoadedLog", "MappedLog", "Profile", "RawLog", "detect", "load_log", "load_profile", "map_config",
+__all__ = ["AnotherAlgorithm", "LoadedLog", "MappedLog", "Profile", "RawLog", "detect", "load_log", "load_profile", "map_config",
            "map_log", "names", "read", "to_canonical"]

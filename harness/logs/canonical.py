@@ -284,6 +284,29 @@ def _infer_algo(profile: Profile, used: dict[str, str], algo: str | None) -> str
     return "grpo" if profile.name in ("trl", "verl") else "ppo"
 
 
+#: canonical metrics only a clipped-surrogate learner (PPO, GRPO) logs
+SURROGATE = ("approx_kl", "kl_k1", "clipfrac", "clipfrac_binding", "clip_low_frac", "clip_high_frac", "clip_range",
+             "ratio_mean", "ratio_min", "ratio_max", "ratio_dev_max")
+
+
+class AnotherAlgorithm(ConfigError):
+    """The log is another algorithm's (SB3's A2C, CleanRL's dqn.py): no later rows will change that."""
+
+
+def _refuse_another_algorithm(prof: Profile, keys: list[str], used: dict[str, str]) -> None:
+    """A one-line error for a log another algorithm of the profile's framework wrote (SB3's A2C, SAC or
+    DQN; CleanRL's dqn.py or sac_continuous_action.py): the diagnosis is fitted on PPO and GRPO runs,
+    and such a log would be read as a PPO log missing its clipping metrics."""
+    marks = [k for k in keys if k in prof.other_algos]
+    if not marks or any(m in used for m in SURROGATE):
+        return
+    names = sorted({prof.other_algos[k] for k in marks})
+    raise AnotherAlgorithm(f"the log looks like {prof.framework.split()[0]}'s {' or '.join(names)}, not its "
+                      f"{'/'.join(a.upper() for a in prof.algos)} (it logs {', '.join(marks[:3])} and no approx_kl, "
+                      f"clip fraction or ratio): the diagnosis knows PPO and GRPO runs only; algo=ppo reads it as "
+                      f"PPO anyway")
+
+
 def _resolve_profile(raw: RawLog, profile: str | dict | Profile) -> tuple[Profile, bool]:
     keys = set(raw.records["key"])
     if isinstance(profile, str) and profile == "auto":
@@ -344,6 +367,8 @@ def to_canonical(log: RawLog | pd.DataFrame, profile: str | dict | Profile = "au
 
     all_keys = list(dict.fromkeys(records["key"]))
     unused = [k for k in all_keys if k not in used.values() and not prof.is_bookkeeping(k)]
+    if algo is None:
+        _refuse_another_algorithm(prof, all_keys, used)
     if not used:
         raise ConfigError(f"the log has none of the metrics profile={prof.name} knows "
                           f"(e.g. {', '.join(list(prof.columns)[:4])}); its names: {', '.join(all_keys[:8])}")

@@ -58,6 +58,10 @@ class Profile:
     #: harness settings is on: a log of such a run carries no value for them (SB3: an annealed lr or
     #: clip range is a schedule in the model zip)
     scheduled: dict[str, list[str]] = field(default_factory=dict)
+    #: names another algorithm of the same framework logs -> that algorithm (SB3's A2C logs
+    #: train/policy_loss, PPO train/policy_gradient_loss): a log with one of them and none of the
+    #: clipped-surrogate metrics (approx_kl, clip fraction, ratio) is refused unless algo= is given
+    other_algos: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Profile:
