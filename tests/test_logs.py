@@ -300,3 +300,22 @@ def test_hyperparameters_from_the_command_line(tmp_path):
     assert out.returncode == 0 and "config: lr=0.0003, n_epochs=10" in out.stdout, out.stderr
     bad = command("harness.diagnose", f"log={DATA / 'sb3' / 'progress.csv'}", "+hp.lr_typo=3", f"results_dir={RESULTS}")
     assert bad.returncode == 2 and "hyperparameter 'lr_typo' is not one a ppo config holds" in bad.stderr
+
+
+def test_an_sb3_log_dumped_every_5_iterations_keeps_one_row_per_dump():
+    """SB3's learn(log_interval=5) (tests/data/sb3_interval5: a real progress.csv, PPO on CartPole, 4 envs x
+    256 steps, 4 epochs of one minibatch) dumps at iterations 5, 10, .., 75. Shifting train/* back one
+    iteration (right for log_interval=1) split every dump into a train row and a rollout row, 30
+    half-empty rows; and train/n_updates' increment over 5 iterations was read as one update's
+    optimizer steps (80, 5x the 16 configured). Now: 15 rows, each holding its dump's metrics, 16
+    optimizer steps per update (the first row's span unknown: empty), and a note saying so."""
+    log = load_log(DATA / "sb3_interval5" / "progress.csv", config={"n_minibatches": 4})  # 1024 / batch 256
+    m = log.metrics
+    assert len(m) == 15 and list(m["update"]) == list(range(4, 75, 5))
+    assert m[["approx_kl", "clipfrac", "return_mean", "lr"]].notna().all().all()
+    assert np.isnan(m["optimizer_steps"].iloc[0]) and (m["optimizer_steps"].iloc[1:] == 16).all()
+    assert any("one SB3 dump every 5 iterations" in n for n in log.notes)
+    healthy = load_log(DATA / "sb3" / "progress.csv", config={"n_minibatches": 32})   # log_interval=1: as before
+    assert not any("dump every" in n for n in healthy.notes)
+    steps = healthy.metrics["optimizer_steps"]
+    assert steps.notna().sum() == 3 and steps.dropna().eq(320).all()     # 10 epochs x 2048 / 64, first row too

@@ -177,6 +177,13 @@ def _sb3_cells(profile: Profile, groups, notes: list[str]) -> list[tuple[int, st
     if not lagged:
         notes.append("train/* appears in the first dump: not SB3's own one-iteration-late cadence; "
                      "aligned as written")
+    spacing = np.diff([it for it in iterations if it is not None and not math.isnan(it)])
+    if lagged and len(spacing) and np.median(spacing) > 1:
+        # learn(log_interval=k): a dump every k iterations. Shifting train/* back one iteration would put
+        # it on a row of its own, between dumps; it stays on its dump's row (one update early)
+        lagged = False
+        notes.append(f"one SB3 dump every {np.median(spacing):g} iterations (log_interval > 1): each dump's "
+                     "train/* (from the update before its rollout) is kept on the dump's row")
     for it, (_, _ts, values) in zip(iterations, dumps):
         if it is None or math.isnan(it):
             continue
@@ -425,12 +432,15 @@ def _from_counters(prof: Profile, out: pd.DataFrame, used: dict[str, str], confi
         factor = number(config.get(key))
         if column not in out or metric in used or factor is None:
             continue
-        counter = out[column]
-        increments = counter.diff()
-        first = counter.first_valid_index()
-        if first is not None:
-            increments.loc[first] = counter.loc[first]
-        out[metric] = increments * factor
+        counter = out[column].dropna()
+        # per update: a row logged every k updates holds k updates' increments (SB3's log_interval=k);
+        # the first row's span is unknown then (the counter's first train lags its first rollout)
+        span = out.loc[counter.index, "update"].diff()
+        increments = counter.diff() / span
+        if len(counter):
+            every = bool((span.dropna() == 1).all())
+            increments.iloc[0] = counter.iloc[0] if every else math.nan
+        out[metric] = (increments * factor).reindex(out.index)
         used[metric] = f"{used.get(column, column)} increments x {key}"
         notes.append(f"{metric} = increments of {used.get(column, column)} x {key}={factor:g}")
 
