@@ -319,3 +319,29 @@ def test_an_sb3_log_dumped_every_5_iterations_keeps_one_row_per_dump():
     assert not any("dump every" in n for n in healthy.notes)
     steps = healthy.metrics["optimizer_steps"]
     assert steps.notna().sum() == 3 and steps.dropna().eq(320).all()     # 10 epochs x 2048 / 64, first row too
+
+
+def test_an_sb3_monitor_file_is_named_as_such_and_never_taken_for_a_run(tmp_path):
+    """SB3's Monitor (what make_vec_env(monitor_dir=) and rl-zoo3 leave beside a run: ``0.monitor.csv``)
+    holds episodes, not training metrics. Given one, the error said its JSON header matched no profile;
+    a directory of them asked which "run" to pick; beside a progress.csv they made the directory hold
+    several runs. Now: one line naming the file for what it is, and the progress.csv is the run."""
+    import gymnasium as gym
+    from stable_baselines3.common.monitor import Monitor
+
+    env = Monitor(gym.make("CartPole-v1"), str(tmp_path / "mon" / "0"))      # SB3 writes mon/0.monitor.csv
+    env.reset(seed=0)
+    for _ in range(60):
+        if any(env.step(env.action_space.sample())[2:4]):
+            env.reset()
+    env.close()
+    shutil.copy(tmp_path / "mon" / "0.monitor.csv", tmp_path / "mon" / "1.monitor.csv")
+    monitor = tmp_path / "mon" / "0.monitor.csv"
+    assert monitor.read_text().startswith('#{"t_start"')
+    with pytest.raises(ConfigError, match=r"is stable-baselines3's Monitor file \(each episode's return"):
+        read(monitor)
+    with pytest.raises(ConfigError, match=r"only stable-baselines3's Monitor files \(0.monitor.csv, 1.monitor.csv"):
+        read(tmp_path / "mon")
+    shutil.copy(DATA / "sb3" / "progress.csv", tmp_path / "mon" / "progress.csv")
+    raw = read(tmp_path / "mon")
+    assert raw.source.startswith(f"CSV {tmp_path / 'mon' / 'progress.csv'}") and not raw.notes

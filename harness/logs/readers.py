@@ -32,6 +32,11 @@ VERL_LINE = re.compile(r"^\s*(?:\([^()]*pid=\d+[^()]*\)\s*)?step:(\d+)\s+-\s+(.*
 NUMPY_REPR = re.compile(r"^np\.\w+\((.*)\)$")          # pprint of a numpy scalar: np.float64(0.01)
 LOOKED_FOR = ("TensorBoard event files (events.out.tfevents.*), trainer_state.json, progress.csv / "
               "progress.json, a W&B history export or plain CSV / JSON lines, a verl console log")
+#: stable-baselines3's Monitor files (``0.monitor.csv``: a ``#{"t_start": ..}`` line, then r,l,t per episode)
+MONITOR_SUFFIX = "monitor.csv"
+MONITOR_HOLDS = "each episode's return, length and time; no training metrics"
+MONITOR_INSTEAD = ("diagnose the logger's output instead (progress.csv of configure(folder, ['csv']), or the "
+                   "TensorBoard run that tensorboard_log= writes)")
 
 
 @dataclass
@@ -322,6 +327,8 @@ def read_file(path: Path) -> RawLog:
     text = complete_text(path)
     if not text.strip():
         raise ConfigError(f"log={path} has no complete line yet")
+    if text.startswith('#{"t_start"'):
+        raise ConfigError(f"log={path} is stable-baselines3's Monitor file ({MONITOR_HOLDS}): {MONITOR_INSTEAD}")
     if text.lstrip().startswith("{"):
         return read_jsonl(path)
     lines = text.splitlines()
@@ -370,7 +377,7 @@ def find_runs(root: Path) -> dict[str, list[Path]]:
     taken = set(states) | set(events) | {f.parent for files in states.values() for f in files}
     for f in sorted(root.rglob("*")):
         if (f.is_file() and f.parent not in taken and not f.name.startswith(".")
-                and (f.name in TEXT_LOGS or f.suffix in TEXT_SUFFIXES)):
+                and (f.name in TEXT_LOGS or f.suffix in TEXT_SUFFIXES) and not f.name.endswith(MONITOR_SUFFIX)):
             found.append((f.parent, [f]))
     per_dir: dict[Path, int] = {}
     for d, _ in found:
@@ -401,6 +408,10 @@ def read(path: str | Path, run: str | None = None) -> RawLog:
     if p.is_dir():
         runs = find_runs(p)
         if not runs:
+            monitors = sorted(f.name for f in p.rglob(f"*{MONITOR_SUFFIX}"))
+            if monitors:
+                raise ConfigError(f"log={path}: no training log in this directory, only stable-baselines3's Monitor "
+                                  f"files ({', '.join(monitors[:3])}: {MONITOR_HOLDS}): {MONITOR_INSTEAD}")
             raise ConfigError(f"log={path}: no training log in this directory; looked for {LOOKED_FOR}")
         name, files = choose_run(p, runs, run)
         label = f"{p}" if name == "." else f"{p}/{name}"
