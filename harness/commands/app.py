@@ -10,7 +10,7 @@ from typing import Any
 
 from omegaconf import DictConfig, read_write
 
-from harness.config import INTERRUPTED, ConfigError
+from harness.config import INTERRUPTED, ConfigError, did_you_mean
 from harness.pipeline.assemble import load_experiment
 from harness.pipeline.compose import CONFIG_NAME, preflight
 
@@ -86,6 +86,17 @@ def respelled(argv: list[str], spellings: dict[str, str]) -> list[str]:
         key, eq, value = arg.partition("=")
         out.append(f"{spellings[key]}={value}" if eq and key in spellings else arg)
     return out
+
+
+#: what diagnose's and watch's algo= (config key ``algorithm``) takes; None: from the profile / the log
+LOG_ALGOS = ("ppo", "grpo")
+
+
+def check_algorithm(value: str | None) -> None:
+    """A one-line error for an algo= the log readers do not know."""
+    if value not in (None, *LOG_ALGOS):
+        raise ConfigError(f"algo={value!r}; {did_you_mean(value, LOG_ALGOS)}valid choices: ppo, grpo "
+                          "(default: from the profile)")
 
 
 #: Hydra's options whose value is the next argument (``--cfg job``): never a positional path

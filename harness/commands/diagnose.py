@@ -19,7 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from harness.analysis import evidence
 from harness.analysis.model import load_models
-from harness.commands.app import renamed, run_app
+from harness.commands.app import check_algorithm, renamed, run_app
 from harness.config import CONF_DIR, ConfigError, did_you_mean
 from harness.detection.diagnosis import (
     HEALTHY,
@@ -35,7 +35,6 @@ from harness.logs import LoadedLog, load_log
 #: old key -> (new key, the new key's default): the old names keep working, with a note
 ALIASES = {"run": ("select", None), "format": ("output", "text")}
 OUTPUTS = ("text", "json")
-ALGOS = ("ppo", "grpo")
 
 
 def _select_words(text: str) -> str:
@@ -54,9 +53,7 @@ def settle(cfg: DictConfig) -> list[str]:
         value = cfg.get(key)
         if value is not None and value not in OUTPUTS:
             raise ConfigError(f"{key}={value!r}; {did_you_mean(value, OUTPUTS)}valid choices: {', '.join(OUTPUTS)}")
-    if cfg.algorithm not in (None, *ALGOS):
-        raise ConfigError(f"algo={cfg.algorithm!r}; {did_you_mean(cfg.algorithm, ALGOS)}valid choices: ppo, grpo "
-                          "(default: from the profile)")
+    check_algorithm(cfg.algorithm)
     notes = renamed(cfg, ALIASES)
     if cfg.get("catalogue") is not None:
         notes.append("note: catalogue= is now results_dir= (the model is read from "

@@ -20,13 +20,12 @@ from typing import Any
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from harness.commands.app import run_app
+from harness.commands.app import check_algorithm, run_app
 from harness.config import CONF_DIR, ConfigError, did_you_mean
 from harness.logs import AnotherAlgorithm, LoadedLog, load_log
 from harness.monitor.core import Alarm, Monitor
 
 OUTPUTS = ("text", "json")
-ALGOS = ("ppo", "grpo")
 
 
 def validate(cfg: DictConfig) -> None:
@@ -39,9 +38,7 @@ def validate(cfg: DictConfig) -> None:
         raise ConfigError(f"interval={cfg.interval}; seconds between reads must be > 0")
     if float(cfg.idle) < 0:
         raise ConfigError(f"idle={cfg.idle}; seconds without growth before stopping must be >= 0 (0: never stop)")
-    if cfg.algorithm not in (None, *ALGOS):
-        raise ConfigError(f"algo={cfg.algorithm!r}; {did_you_mean(cfg.algorithm, ALGOS)}valid choices: ppo, grpo "
-                          "(default: from the profile)")
+    check_algorithm(cfg.algorithm)
     make_monitor(cfg)
 
 
