@@ -98,11 +98,14 @@ def test_catalogue_plan_covers_faults_setups_onsets_controls():
     assert len(jobs) == 2 * (n_ppo + n_grpo - n_mid_only + n_mid + 1 + n_settings + 1 + 1)
     resumed = [j for j in jobs if "fault=norm_stats_not_restored" in j]
     assert len(resumed) == 2 and all(any(o.startswith("fault.onset=") for o in j) for j in resumed)
-    # asked for onset 0 alone, a mid-run-only fault runs once at its own default onset
-    alone = plan([Setup("ppo", "cartpole")], [], ["norm_stats_not_restored"], 1, algo_name=lambda s: "ppo",
-                 onsets=["0"], n_updates=lambda s: 30)
+    # asked for onset 0 alone, a mid-run-only fault runs once per seed at the mid-run onsets a sweep of
+    # both onsets draws: the two plans train the same runs (its default onset put two runs of one seed,
+    # from an onset-0 sweep and a later full one, into one cell)
+    alone, both = (plan([Setup("ppo", "cartpole")], [], ["norm_stats_not_restored"], 3, algo_name=lambda s: "ppo",
+                        onsets=kinds, n_updates=lambda s: 30) for kinds in (["0"], ["0", "mid"]))
     resumed_alone = [j for j in alone if "fault=norm_stats_not_restored" in j]
-    assert len(resumed_alone) == 1 and not any(o.startswith("fault.onset=") for o in resumed_alone[0])
+    assert len(resumed_alone) == 3 and all(any(o.startswith("fault.onset=") for o in j) for j in resumed_alone)
+    assert resumed_alone == [j for j in both if "fault=norm_stats_not_restored" in j]
     # asked for mid-run onsets alone, a fault that exists from the start only is not planned
     start_only = plan([Setup("ppo", "cartpole")], [], ["envs_seeded_alike"], 1, algo_name=lambda s: "ppo",
                       onsets=["mid"], n_updates=lambda s: 30)

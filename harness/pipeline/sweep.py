@@ -135,10 +135,12 @@ def plan(setups: Sequence[Setup], controls: Sequence[Setup], faults: Sequence[st
         batched = engine == "seed_batched" and algo_name(setup) == "ppo" and setup.backend == "native"
         how = [BATCHED] if batched else []
         # the onset kinds the fault can take among those asked for; a fault that exists mid-run only (a
-        # resume's bug) asked for at onset 0 alone runs at its own default onset ("0": no fault.onset=)
+        # resume's bug) asked for at onset 0 alone runs at the per-seed mid-run onsets a sweep of both
+        # onsets draws, so an onset-0 part and a later mid-run one train the same runs (at its default
+        # onset instead, both sweeps' runs of one seed landed in one cell)
         kinds = FAULTS[fault].onset_kinds
         wanted = onsets if setup.onsets is None else setup.onsets
-        chosen = [o for o in wanted if o in kinds] or [o for o in wanted if o == "0"]
+        chosen = [o for o in wanted if o in kinds] or (["mid"] if "0" in wanted and "mid" in kinds else [])
         for onset in (chosen if fault != "none" else ("0",)):
             for seed in range(seeds):
                 at = [] if onset == "0" else [f"fault.onset={mid_onset(fault, seed, n_updates(setup))}"]
