@@ -59,6 +59,9 @@ GRPO_ONLY = ("kl_ref", "reward_std", "group_reward_std_mean", "frac_reward_zero_
              "response_clip_ratio", "logp_mean", "logp_ref_mean", "terminated_length_mean",
              "sampler_logp_diff_mean", "sampler_logp_diff_max", "sampler_ratio_oob", "kl_sampler")
 PPO_ONLY = ("value_mean", "explained_variance", "value_loss")
+#: metrics only a clipped-surrogate learner (PPO, GRPO) logs: a log with none of them is another algorithm's
+SURROGATE_ONLY = ("approx_kl", "kl_k1", "clipfrac", "clipfrac_binding", "clip_low_frac", "clip_high_frac",
+                  "clip_range", "ratio_mean", "ratio_min", "ratio_max", "ratio_dev_max")
 
 COLUMNS = (*INDEX_COLUMNS, *CANONICAL)
 

@@ -22,7 +22,7 @@ import pandas as pd
 from harness.config import ALGO_SCHEMAS, ConfigError
 from harness.logs.profiles import Profile, detect, load_profile, ranking
 from harness.logs.readers import RawLog, number, records_frame
-from harness.metrics import CANONICAL, GRPO_ONLY, PPO_ONLY
+from harness.metrics import CANONICAL, GRPO_ONLY, PPO_ONLY, SURROGATE_ONLY
 
 #: canonical metrics whose turning non-finite marks a diverged run (when the log has no `nonfinite`)
 WATCHED = ("loss", "policy_loss", "grad_norm", "approx_kl", "kl_k1", "entropy")
@@ -291,11 +291,6 @@ def _infer_algo(profile: Profile, used: dict[str, str], algo: str | None) -> str
     return "grpo" if profile.name in ("trl", "verl") else "ppo"
 
 
-#: canonical metrics only a clipped-surrogate learner (PPO, GRPO) logs
-SURROGATE = ("approx_kl", "kl_k1", "clipfrac", "clipfrac_binding", "clip_low_frac", "clip_high_frac", "clip_range",
-             "ratio_mean", "ratio_min", "ratio_max", "ratio_dev_max")
-
-
 class AnotherAlgorithm(ConfigError):
     """The log is another algorithm's (SB3's A2C, CleanRL's dqn.py): no later rows will change that."""
 
@@ -305,13 +300,13 @@ def _refuse_another_algorithm(prof: Profile, keys: list[str], used: dict[str, st
     DQN; CleanRL's dqn.py or sac_continuous_action.py): the diagnosis is fitted on PPO and GRPO runs,
     and such a log would be read as a PPO log missing its clipping metrics."""
     marks = [k for k in keys if k in prof.other_algos]
-    if not marks or any(m in used for m in SURROGATE):
+    if not marks or any(m in used for m in SURROGATE_ONLY):
         return
     names = sorted({prof.other_algos[k] for k in marks})
     raise AnotherAlgorithm(f"the log looks like {prof.framework.split()[0]}'s {' or '.join(names)}, not its "
-                      f"{'/'.join(a.upper() for a in prof.algos)} (it logs {', '.join(marks[:3])} and no approx_kl, "
-                      f"clip fraction or ratio): the diagnosis knows PPO and GRPO runs only; algo=ppo reads it as "
-                      f"PPO anyway")
+                           f"{'/'.join(a.upper() for a in prof.algos)} (it logs {', '.join(marks[:3])} and no "
+                           f"approx_kl, clip fraction or ratio): the diagnosis knows PPO and GRPO runs only; "
+                           f"algo=ppo reads it as PPO anyway")
 
 
 def _resolve_profile(raw: RawLog, profile: str | dict | Profile) -> tuple[Profile, bool]:
