@@ -423,3 +423,25 @@ def test_a_log_of_another_algorithm_is_refused_and_algo_reads_it_anyway(tmp_path
                   "losses/q_values": [0.5, 0.9, 1.2], "charts/episodic_return": [10.0, 12.0, 15.0]}).to_csv(dqn, index=False)
     out = diagnose(f"log={dqn}", "profile=cleanrl")
     assert out.returncode == 2 and "CleanRL's dqn.py (or a DQN variant), not its PPO" in out.stderr
+
+
+def test_a_log_of_another_trl_trainer_is_refused():
+    """TRL's SFTTrainer and DPOTrainer write trainer_state.json with TRL's names (loss, grad_norm,
+    learning_rate, entropy) and none of GRPO's: both used to be answered "healthy" as GRPO logs
+    (tests/data/trl_sft, trl_dpo: real logs of trl 1.16.0, tests/data/make_trl_other_fixture.py). Now
+    one line names the trainer (the one every name it logs allows: DPO's rewards/chosen and its
+    mean_token_accuracy leave DPOTrainer alone); ``algo=grpo`` reads the log anyway."""
+    sft = DATA / "trl_sft" / "checkpoint-6" / "trainer_state.json"
+    dpo = DATA / "trl_dpo" / "checkpoint-6" / "trainer_state.json"
+    out = diagnose(str(sft))
+    assert out.returncode == 2 and out.stdout == ""
+    assert out.stderr.strip() == (
+        "error: the log looks like TRL's SFTTrainer or DPOTrainer, not its GRPO (it logs mean_token_accuracy and "
+        "no approx_kl, clip fraction or ratio): the diagnosis knows PPO and GRPO runs only; algo=grpo reads it as "
+        "GRPO anyway")
+    out = diagnose(str(dpo))
+    assert out.returncode == 2 and out.stderr.startswith("error: the log looks like TRL's DPOTrainer, not its GRPO")
+    out = diagnose(str(dpo), "algo=grpo")
+    assert out.returncode == 0 and "answer: " in out.stdout, out.stderr
+    healthy_grpo = diagnose(str(DATA / "trl" / "checkpoint-6" / "trainer_state.json"))
+    assert healthy_grpo.returncode == 0 and "answer: " in healthy_grpo.stdout, healthy_grpo.stderr

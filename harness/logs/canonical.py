@@ -297,16 +297,21 @@ class AnotherAlgorithm(ConfigError):
 
 def _refuse_another_algorithm(prof: Profile, keys: list[str], used: dict[str, str]) -> None:
     """A one-line error for a log another algorithm of the profile's framework wrote (SB3's A2C, SAC or
-    DQN; CleanRL's dqn.py or sac_continuous_action.py): the diagnosis is fitted on PPO and GRPO runs,
-    and such a log would be read as a PPO log missing its clipping metrics."""
+    DQN; CleanRL's dqn.py or sac_continuous_action.py; TRL's SFTTrainer or DPOTrainer): the diagnosis is
+    fitted on PPO and GRPO runs, and such a log would be read as a PPO or GRPO log missing its clipping
+    metrics. The algorithms named are those every such name in the log allows (all they allow if none)."""
     marks = [k for k in keys if k in prof.other_algos]
     if not marks or any(m in used for m in SURROGATE_ONLY):
         return
-    names = sorted({prof.other_algos[k] for k in marks})
-    raise AnotherAlgorithm(f"the log looks like {prof.framework.split()[0]}'s {' or '.join(names)}, not its "
+    allowed = [prof.other_algos[k] for k in marks]
+    union = list(dict.fromkeys(a for names in allowed for a in names))
+    names = [a for a in union if all(a in n for n in allowed)] or union
+    said = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
+    algo = prof.algos[0]
+    raise AnotherAlgorithm(f"the log looks like {prof.framework.split()[0]}'s {said}, not its "
                            f"{'/'.join(a.upper() for a in prof.algos)} (it logs {', '.join(marks[:3])} and no "
                            f"approx_kl, clip fraction or ratio): the diagnosis knows PPO and GRPO runs only; "
-                           f"algo=ppo reads it as PPO anyway")
+                           f"algo={algo} reads it as {algo.upper()} anyway")
 
 
 def _resolve_profile(raw: RawLog, profile: str | dict | Profile) -> tuple[Profile, bool]:

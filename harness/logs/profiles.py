@@ -58,10 +58,10 @@ class Profile:
     #: harness settings is on: a log of such a run carries no value for them (SB3: an annealed lr or
     #: clip range is a schedule in the model zip)
     scheduled: dict[str, list[str]] = field(default_factory=dict)
-    #: names another algorithm of the same framework logs -> that algorithm (SB3's A2C logs
+    #: names other algorithms of the same framework log -> those algorithms (SB3's A2C logs
     #: train/policy_loss, PPO train/policy_gradient_loss): a log with one of them and none of the
     #: clipped-surrogate metrics (approx_kl, clip fraction, ratio) is refused unless algo= is given
-    other_algos: dict[str, str] = field(default_factory=dict)
+    other_algos: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Profile:
@@ -71,6 +71,8 @@ class Profile:
                      "not_metric_prefixes", "hints", "tensorboard_exclude", "engine_metrics"):
             if name in kwargs:
                 kwargs[name] = tuple(kwargs[name])
+        if "other_algos" in kwargs:
+            kwargs["other_algos"] = {k: (v,) if isinstance(v, str) else tuple(v) for k, v in kwargs["other_algos"].items()}
         if "step" in data and data["step"] and "step_keys" not in kwargs:     # v1 profiles: one step key
             kwargs["step_keys"] = (data["step"],)
         profile = cls(**kwargs)
