@@ -16,12 +16,13 @@ import pandas as pd
 import pytest
 
 from harness.analysis import stats
-from harness.analysis.runs import cell_slug
+from harness.analysis.runs import RunSet, cell_slug
 from harness.analysis.signatures import SIGNATURES
 from harness.catalogue.build import write
 from harness.catalogue.protocol import split_of
 from harness.catalogue.rows import CATALOGUE_COLUMNS
 from harness.catalogue.settings import CatalogueSettings
+from harness.config import ConfigError
 from harness.metrics import CANONICAL
 from harness.store import RunStore
 from tests.helpers import train
@@ -344,6 +345,21 @@ def test_a_small_store_builds_with_plots(small_runs, tmp_path, controls):
     page = (out / "faults" / "zero_reward.md").read_text()
     assert "\n## zero_reward | ppo/cartpole/native\n" in page and "![traces](../plots/traces_zero_reward" in page
     assert "[`zero_reward`](faults/zero_reward.md) |" in (out / "FAULTS.md").read_text()
+
+
+def test_a_cell_holding_two_runs_of_one_seed_is_refused(tmp_path):
+    """Two runs of one seed in one cell (a mid-run fault trained at onset 2 and at onset 3 for seed 0:
+    a store filled by two plans, as the SB3 Acrobot part was by hand) used to be counted as two seeds
+    (n_faulty 18 from 10 seeds); the build now stops with one line naming the cell and the runs."""
+    root = tmp_path / "results"
+    for onset in (2, 3):
+        train(["fault=zero_reward", *SMALL, "seed=0", f"fault.onset={onset}", f"results_dir={root}"])
+    with pytest.raises(ConfigError, match=r"^cell zero_reward onset=mid \| ppo/cartpole/native holds 2 faulty runs "
+                                          r"of seed 0 \(.+, .+\): the store holds two plans' runs for one cell"):
+        RunSet.load(root).cells()
+    out = subprocess.run([sys.executable, "-m", "harness.catalogue", f"results_dir={root}", "dataset=false",
+                          "fit_model=false"], capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert out.returncode == 2 and out.stderr.strip().startswith("error: cell zero_reward onset=mid"), out.stderr
 
 
 def test_a_fault_of_a_later_code_version_still_finds_its_twins():

@@ -21,7 +21,7 @@ from typing import Any
 
 import pandas as pd
 
-from harness.config import setup_label
+from harness.config import ConfigError, setup_label
 from harness.store import RunStore
 
 
@@ -107,11 +107,25 @@ class RunSet:
                             & (ours["algo"] == info["algo"]) & (ours["env"] == info["env"])
                             & (ours["backend"] == info["backend"])]
             cells.append(Cell(info, _by_seed(group), _by_seed(healthy), _by_seed(controls)))
+            _one_run_per_seed(cells[-1], group, "faulty")
+            _one_run_per_seed(cells[-1], healthy, "healthy")
         labels = [c.label for c in cells]
         for cell in cells:   # the same fault on two base configs (e.g. two budgets): tell them apart
             if labels.count(cell.label) > 1:
                 cell.suffix = f" [config {cell.info['base'][:6]}]"
         return cells
+
+
+def _one_run_per_seed(cell: Cell, runs: pd.DataFrame, what: str) -> None:
+    """A cell compares one faulty run and its twin per seed: two runs of one seed (a store filled by two
+    plans, e.g. a mid-run fault trained at two onsets for the same seed) would be counted as two seeds."""
+    twice = runs[runs.duplicated("seed", keep=False)].sort_values(["seed", "run_id"])
+    if not twice.empty:
+        seed = twice["seed"].iloc[0]
+        ids = list(twice[twice["seed"] == seed]["run_id"])
+        raise ConfigError(f"cell {cell.label} holds {len(ids)} {what} runs of seed {seed} ({', '.join(ids)}): "
+                          f"the store holds two plans' runs for one cell; move all but one of them out of the "
+                          f"store's runs/ and build again")
 
 
 def _by_seed(runs: pd.DataFrame) -> list[str]:

@@ -9,6 +9,7 @@ The work is done in :mod:`harness.catalogue.build`; this module is the command.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import hydra
@@ -151,7 +152,11 @@ def app(cfg: DictConfig) -> None:
     settings = CatalogueSettings.from_cfg(cfg)
     rs_count = len(list((settings.results_dir / "runs").iterdir()))
     print(f"reading {rs_count} run directories under {settings.results_dir}/runs ...", flush=True)
-    written = write(settings)
+    try:
+        written = write(settings)
+    except ConfigError as exc:        # what the store holds, found while reading it (two runs of one seed in a cell)
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(2)
     cat = pd.read_parquet(written["catalogue"]) if "catalogue" in written else pd.DataFrame()
     if not cat.empty:
         cells = cat.drop_duplicates("cell")
