@@ -324,11 +324,15 @@ def rows_of(summary: dict, framework: str, log: str = "primary") -> dict[str, di
 def test_can_show_is_decided_by_log_limits() -> None:
     assert not evaluate.can_show("sb3", "obs_norm_frozen") and not evaluate.can_show("sb3", "truncation_as_termination")
     assert evaluate.can_show("sb3", "zero_reward")                       # "half": kept
+    # a TRL setting's own entry: at TRL's default lr 1e-6 a healthy 2-iteration run's clip ratios are 0 as well
+    assert not evaluate.can_show("trl", "shared_policy", "trl (defaults)")
+    assert evaluate.can_show("trl", "shared_policy", "trl (script)") and evaluate.can_show("trl", "shared_policy")
     assert evaluate.can_show("cleanrl", "grad_clip_tiny") and evaluate.limit_of("cleanrl", "grad_clip_tiny")
     assert evaluate.can_show("healthy", "healthy") and evaluate.can_show("trl", "excessive_lr")
     assert evaluate.limit_of("trl-harness", "shared_policy") == evaluate.limit_of("trl", "shared_policy")
     for (fw, fault), text in evaluate.LOG_LIMITS.items():                 # every entry says which kind it is
-        assert fw in evaluate.EXPECTED and text.split(":")[0] in ("cannot reveal", "partly", "half"), (fw, fault)
+        assert fw in evaluate.EXPECTED or fw in evaluate.SETTINGS.values(), (fw, fault)
+        assert text.split(":")[0] in ("cannot reveal", "partly", "half"), (fw, fault)
     assert {fault for fw, fault in evaluate.LOG_LIMITS if fw == "cleanrl"} >= {
         "grad_clip_tiny", "zero_reward", "reward_sign_flip", "reward_scale_wrong", "no_zero_grad"}
 
@@ -391,7 +395,14 @@ def test_trl_settings_errors_and_targets() -> None:
     targets = {(t["framework"], t["key"]): t for t in summary["targets"]}
     assert targets[("sb3", "healthy_called_healthy")]["met"] is True
     assert targets[("sb3", "top1")] == {"framework": "sb3", "measure": "top-1 (faults the log can show)",
-                                      "key": "top1", "target": 0.7, "value": 0.5, "n": 2, "met": False}
+                                      "key": "top1", "target": 0.7, "value": 0.5, "n": 2, "met": False,
+                                      "posthoc": [], "value_all": None, "n_all": None}
+    # a target moved by a LOG_LIMITS entry decided after the answers were seen says so, with its all-faults figure
+    assert targets[("trl", "top1")]["posthoc"] == targets[("trl (defaults)", "class_level")]["posthoc"] == [
+        "trl (defaults) shared_policy"]
+    assert not targets[("trl (script)", "top1")]["posthoc"] and not targets[("trl", "healthy_called_healthy")]["posthoc"]
+    assert "| met (*) |" in evaluate.render(summary, {"date": "now", "commit": "c", "catalogue": "c", "logs": 1,
+                                                     "runs": 1, "wall_s": 1.0}) or targets[("trl", "top1")]["met"] is None
     assert targets[("sb3", "class_level")]["met"] is True
     assert targets[("trl", "healthy_called_healthy")]["met"] is False and targets[("trl", "top1")]["value"] == 1.0
     assert targets[("cleanrl", "top1")]["met"] is None and targets[("cleanrl", "top1")]["n"] == 0
@@ -423,7 +434,11 @@ def test_what_changed_and_from_json(tmp_path: Path) -> None:
     evaluate.main(["--from-json", "--out", str(out)])
     again = json.loads(out.with_suffix(".json").read_text())
     assert again["scores"] == summary["scores"] and again["changes"] == summary["changes"]
-    assert out.with_suffix(".md").read_text() == text
+    assert again["meta"]["summarised"]["commit"] and again["meta"]["date"] == "now"     # when it was diagnosed stays
+    said = f" Summarised again from those stored answers on {again['meta']['summarised']['date']}"
+    assert said in out.with_suffix(".md").read_text()
+    assert re.sub(r" Summarised again from those stored answers on \S+ \(harness commit `\w+`, `--from-json`: no log diagnosed "
+                  r"again\)\.", "", out.with_suffix(".md").read_text()) == text
 
 
 def test_tasks_read_every_framework(tmp_path: Path) -> None:

@@ -83,6 +83,13 @@ LOG_LIMITS: dict[tuple[str, str], str] = {
     ("trl", "shared_policy"): "partly: TRL logs no ratio statistics, only clip_ratio/*; a ratio pinned at 1 logs clip "
                               "ratios of exactly 0, as every healthy num_iterations=1 run does; num_iterations=2 is "
                               "in training_args.bin / the TensorBoard 'args' text",
+    # a TRL setting's own entry (the report row's name) comes before its framework's
+    ("trl (defaults)", "shared_policy"): "cannot reveal: at TRL's default learning_rate (1e-6) a healthy run with "
+                                         "num_iterations=2 logs clip ratios of exactly 0 on every step as well "
+                                         "(trl_runs.py's trl_defaults healthy job with num_iterations=2, seed 21, "
+                                         "outside the test set: 150 of 150 steps; probe_runs.py trains it at seeds "
+                                         "11 and 12); TRL logs nothing else that moves with the ratio. Decided on "
+                                         "2026-11-28, after this table's answers were seen",
     ("trl", "ppo_epochs_ignored"): "partly: TRL logs no optimizer-step or iteration count; the trace is the cadence "
                                    "(a generation, hence reward rows, every step) against num_iterations=2 in the args",
     ("trl", "reference_not_frozen"): "partly: kl is logged only when beta != 0; with the reference = the policy it is "
@@ -120,6 +127,8 @@ LOG_LIMITS: dict[tuple[str, str], str] = {
                                        "learner gets: only the log and the first updates show it); outside, the logged "
                                        "return is the env's and the x1000 shows only in losses/value_loss",
 }
+# the words of a LOG_LIMITS entry decided after the answers were seen (the targets it moves are marked so)
+POSTHOC = "after this table's answers were seen"
 # frameworks whose logs are another framework's dialect: what those logs can show is that framework's
 LIMITS_AS: dict[str, str] = {"trl-harness": "trl"}
 
@@ -238,7 +247,14 @@ NOT_TUNED = ("None of these logs was used for fitting or tuning the diagnosis: t
              "had failed it on PPO's views only, and knowing the C = 0.1 refit's TRL figures above): GRPO's "
              "views of that refit passed on held-out runs and on held-out envs and regions, so the published "
              "GRPO models are that refit and the PPO models stay; publishing them was decided before they met "
-             "these logs, and the TRL figures here are their first contact with them.")
+             "these logs, and the TRL figures here are their first contact with them. On 2026-11-28 (session 49), "
+             "knowing this table (trl (defaults) shared_policy answered healthy on all 4 logs), one healthy TRL run "
+             "at TRL's defaults with num_iterations=2 was trained outside the test set: it logged clip ratios of "
+             "exactly 0 on all 150 steps, as the shared_policy logs do, so at TRL's default learning rate that bug "
+             "is one the log cannot reveal; the entry was added to the table of what each log cannot show, and the "
+             "stored answers were summarised again (--from-json; no log was diagnosed again, the model is "
+             "unchanged). The trl (defaults) figures on the faults the log can show are therefore not decided "
+             "before the answers were seen; the figures on all faults are unchanged.")
 
 
 # ---- labels -> logs to diagnose -----------------------------------------------------------------------
@@ -252,14 +268,15 @@ def fault_label(label: dict[str, Any]) -> str:
     return fault_of(label["variant"])
 
 
-def limit_of(framework: str, fault: str) -> str | None:
-    """What ``framework``'s log cannot show of ``fault`` (LOG_LIMITS), None when it shows it."""
-    return LOG_LIMITS.get((LIMITS_AS.get(framework, framework), fault))
+def limit_of(framework: str, fault: str, group: str | None = None) -> str | None:
+    """What ``framework``'s log cannot show of ``fault`` (LOG_LIMITS: the report row ``group``'s own entry, else
+    the framework's), None when it shows it."""
+    return LOG_LIMITS.get((group or "", fault)) or LOG_LIMITS.get((LIMITS_AS.get(framework, framework), fault))
 
 
-def can_show(framework: str, fault: str) -> bool:
+def can_show(framework: str, fault: str, group: str | None = None) -> bool:
     """The framework's log can show the fault (healthy always): no LOG_LIMITS entry saying "cannot reveal"."""
-    limit = limit_of(framework, fault)
+    limit = limit_of(framework, fault, group)
     return fault == HEALTHY or not (limit and limit.startswith("cannot reveal"))
 
 
@@ -392,7 +409,8 @@ def record(task: dict[str, Any], diagnosis: dict[str, Any], base: dict[str, Any]
             "group": group_of(fw, label.get("setting")), "log": task["log"], "kind": task["kind"],
             "env": label.get("env"), "variant": label.get("variant"), "fault": fault, "how": label.get("how"),
             "seed": label.get("seed"), "name": label.get("name"), "config": label.get("config"),
-            "can_show": can_show(fw, fault), "known": algo_knows(fault, EXPECTED[fw]["algo"], known),
+            "can_show": can_show(fw, fault, group_of(fw, label.get("setting"))),
+            "known": algo_knows(fault, EXPECTED[fw]["algo"], known),
             "answer": diagnosis.get("answer", ERROR), "diagnosis": diagnosis, "baselines": base}
 
 
@@ -429,7 +447,7 @@ def judge(records: Sequence[dict[str, Any]], detector: str, attribution: str = "
     from harness.analysis import scores as sc
 
     labels = [r["fault"] for r in records]
-    known = [attribution == "all" or can_show(r["framework"], r["fault"]) for r in records]
+    known = [attribution == "all" or can_show(r["framework"], r["fault"], r.get("group")) for r in records]
     if detector == "diagnosis":
         out = []
         for r, k in zip(records, known):
@@ -473,7 +491,7 @@ def score_row(records: Sequence[dict[str, Any]], detector: str) -> dict[str, Any
     faulty = [r for r in records if r["fault"] != HEALTHY]
     return clean({"detector": detector, "n_healthy": shown.n_healthy, "n_faulty": shown.n_faulty,
                   **{k: getattr(shown, k) for k in DETECTION},
-                  "can_show": {"n": sum(can_show(r["framework"], r["fault"]) for r in faulty),
+                  "can_show": {"n": sum(can_show(r["framework"], r["fault"], r.get("group")) for r in faulty),
                                **{k: getattr(shown, k) for k in ATTRIBUTION}},
                   "all": {"n": len(faulty), **{k: getattr(every, k) for k in ATTRIBUTION}}})
 
@@ -533,8 +551,8 @@ def per_fault(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         ok = [r for r in rs if scored(r)]
         fw = rs[0]["framework"]
         rows.append({
-            "framework": group, "log": log, "fault": fault, "can_show": can_show(fw, fault), "known": rs[0]["known"],
-            "limit": limit_of(fw, fault), "n": len(rs), "errors": len(rs) - len(ok),
+            "framework": group, "log": log, "fault": fault, "can_show": can_show(fw, fault, group),
+            "known": rs[0]["known"], "limit": limit_of(fw, fault, group), "n": len(rs), "errors": len(rs) - len(ok),
             "top1": sum(r["diagnosis"]["answer"] == fault for r in ok),
             "class_level": sum(r["diagnosis"]["answer"] == fault or fault in (r["diagnosis"].get("class") or ())
                                for r in ok),
@@ -565,8 +583,13 @@ def targets(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
                 value, n = r.get(key), r.get("n_healthy", 0)
             else:
                 value, n = (r.get("can_show") or {}).get(key), (r.get("can_show") or {}).get("n", 0)
+            late = [] if key == "healthy_called_healthy" else [
+                f"{g} {fault}" for (g, fault), text in LOG_LIMITS.items()
+                if POSTHOC in text and (g == group or g.startswith(f"{group} ("))]
+            every = r.get("all") or {}
             out.append({"framework": group, "measure": what, "key": key, "target": goal, "value": value, "n": n,
-                        "met": None if value is None else bool(value >= goal)})
+                        "met": None if value is None else bool(value >= goal), "posthoc": late,
+                        "value_all": every.get(key) if late else None, "n_all": every.get("n") if late else None})
     return out
 
 
@@ -651,7 +674,10 @@ def render(summary: dict[str, Any], meta: dict[str, Any]) -> str:
              + ". The logs are written by stable-baselines3 "
              f"{v.get('stable_baselines3', '?')}, CleanRL (commit {', '.join(meta.get('cleanrl_commits') or ['?'])}) "
              f"and TRL {v.get('trl', '?')} themselves (benchmarks/realworld/README.md says how, and how each bug "
-             "is introduced).", "",
+             "is introduced)."
+             + (f" Summarised again from those stored answers on {meta['summarised']['date']} (harness commit "
+                f"`{meta['summarised']['commit']}`, `--from-json`: no log diagnosed again)."
+                if meta.get("summarised") else ""), "",
              f"**A test set.** {meta.get('not_tuned', NOT_TUNED)}", "",
              "Detection: AUROC of the anomaly score (the diagnosis' P(anomalous); 0/1 for the rules), healthy logs "
              "answered `healthy`, faulty logs called anomalous (any answer but `healthy` / `too_short`), and the "
@@ -669,10 +695,18 @@ def render(summary: dict[str, Any], meta: dict[str, Any]) -> str:
              "diagnose answered and the baselines could read (the rest are `errors`, listed at the end).", ""]
     lines += ["## Targets (primary logs, the diagnosis)", "",
               "| framework | measure | target | measured | n | met |", "|---|---|---|---|---|---|"]
+    late = []
     for t in summary["targets"]:
         met = "not measured" if t["met"] is None else ("met" if t["met"] else "**not met**")
+        if t.get("posthoc") and t["met"] is not None:
+            met += " (*)"
+            late.append(f"{t['framework']} {t['measure'].split(' (')[0]} {pct(t['value_all'])} ({t['n_all']})")
         lines.append(f"| {t['framework']} | {t['measure']} | >= {pct(t['target'])} | {pct(t['value'])} | {t['n']} | "
                      f"{met} |")
+    if late:
+        lines += ["", "(*) on the faults the log can show as decided after the answers were seen (an entry of 'What "
+                  "each framework's log cannot show' says so): not a clean test. On all faults: " + "; ".join(late)
+                  + "."]
     lines += ["", "## Detection", "",
               "| framework | log | detector | healthy | faulty | AUROC | healthy called healthy | faulty called "
               "anomalous | TPR at 10% FPR | errors |", "|---|---|---|---|---|---|---|---|---|---|"]
@@ -698,9 +732,10 @@ def render(summary: dict[str, Any], meta: dict[str, Any]) -> str:
     present = {LIMITS_AS.get(r["framework"], r["framework"]) for r in summary["per_fault"]} | {
         r["framework"] for r in summary["per_fault"]}
     lines += ["", "## What each framework's log cannot show", "",
-              "Decided from what each framework logs, before looking at any diagnosis. \"cannot reveal\": left out "
-              "of the scores on the faults the log can show; \"partly\" / \"half\": kept. TRL's limits apply to "
-              "trl-harness too (the same trainer_state.json).", "",
+              "Decided from what each framework logs, before looking at any diagnosis, but for one entry that says "
+              "otherwise. \"cannot reveal\": left out of the scores on the faults the log can show; \"partly\" / "
+              "\"half\": kept. TRL's limits apply to trl-harness too (the same trainer_state.json); a TRL setting's "
+              "own entry (trl (defaults)) comes before them.", "",
               "| framework | fault | what the log cannot show |", "|---|---|---|"]
     lines += [f"| {fw} | {fault} | {text} |" for (fw, fault), text in LOG_LIMITS.items() if fw in present]
     lines += ["", "## Per framework, log and fault (the diagnosis; the rules' top-1 beside it)", "",
@@ -834,8 +869,14 @@ def main(argv: Sequence[str] | None = None) -> None:
         if not stored.get("logs") or "diagnosis" not in stored["logs"][0]:
             raise SystemExit(f"{args.out.with_suffix('.json')} holds no per-log diagnoses and baselines of this "
                              "evaluate.py (an older format): run it without --from-json")
-        summary = summarise(stored["logs"], stored["meta"].get("previous"))
-        print(write(args.out, summary, stored["meta"], stored["logs"]))
+        meta = stored["meta"]
+        if NOT_TUNED.startswith(meta.get("not_tuned", "\0")):      # the test set's account, extended since
+            meta["not_tuned"] = NOT_TUNED
+        meta["summarised"] = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "commit": git_commit()}
+        for r in stored["logs"]:                                      # LOG_LIMITS as it is now
+            r["can_show"] = can_show(r["framework"], r["fault"], r.get("group"))
+        summary = summarise(stored["logs"], meta.get("previous"))
+        print(write(args.out, summary, meta, stored["logs"]))
         return
     out_json = args.out.with_suffix(".json").resolve()
     published = out_json.relative_to(REPO).as_posix() if out_json.is_relative_to(REPO) else ""

@@ -23,7 +23,8 @@ test set's grid:
   schedule after 15 warm-up steps; ``dr_grpo`` with ``scale_rewards="none"``; four iterations with
   DAPO's clip-higher ``epsilon_high=0.28``; rewards on another scale (``reward_weights=[5, 5]``: the
   logged reward runs 0-10, the test set's 0-2); and logged at TRL's default ``logging_steps=10`` (every
-  row an average over 10 optimizer steps; the test set and the harness's TRL view log every step).
+  row an average over 10 optimizer steps; the test set and the harness's TRL view log every step); and
+  at TRL's defaults (learning_rate 1e-6) with num_iterations=2, where every clip ratio is exactly 0.
 
 Every run is labelled healthy, in ``<out>/{sb3,cleanrl,trl}/labels.json`` as the generators write them,
 so evaluate.py scores them as it scores the test set (healthy called healthy; there is no faulty log
@@ -102,6 +103,9 @@ TRL_SETTINGS: dict[str, dict[str, Any]] = {
     # rewards on another scale (users' reward functions return 0-1, 0-10, pass counts...): the summed reward 0-10
     "reward functions weighted 5x (reward_weights [5, 5]), learning rate 1e-4": {"learning_rate": 1e-4,
                                                                                  "reward_weights": [5.0, 5.0]},
+    # TRL's defaults (learning_rate 1e-6) but for two iterations per generation: the ratio moves by ~1e-6, so
+    # every clip ratio is exactly 0, as with shared old/new log-probs (evaluate.py's LOG_LIMITS says so)
+    "TRL's defaults (learning_rate 1e-6) with num_iterations 2": {"num_iterations": 2},
     # the log's cadence, not the optimisation: "logging_steps" goes to the job (trl_runs.train's output settings)
     "logged every 10 steps (TRL's default logging_steps), learning rate 1e-4": {"learning_rate": 1e-4,
                                                                                 "logging_steps": 10},
