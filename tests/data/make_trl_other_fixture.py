@@ -7,23 +7,12 @@ It writes OUT_DIR/sft/checkpoint-6/trainer_state.json and OUT_DIR/dpo/checkpoint
 """
 import sys
 
-import torch
 from datasets import Dataset
-from tokenizers import Tokenizer, models, pre_tokenizers
-from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+from make_trl_fixture import tiny_model     # the same model and tokenizer as the GRPO fixture (this directory)
 from trl import DPOConfig, DPOTrainer, SFTConfig, SFTTrainer
 
 out = sys.argv[1]
-torch.manual_seed(0)
-words = ["<pad>", "<eos>", "<unk>"] + [str(d) for d in range(10)] + ["copy", ":"]
-tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<unk>"))
-tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-tokenizer = PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", eos_token="<eos>", unk_token="<unk>")
-model = LlamaForCausalLM(LlamaConfig(vocab_size=len(words), hidden_size=32, intermediate_size=64, num_hidden_layers=1,
-                                     num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=64,
-                                     pad_token_id=0, eos_token_id=1, bos_token_id=1))
-model.save_pretrained(f"{out}/model")
-tokenizer.save_pretrained(f"{out}/model")
+tokenizer = tiny_model(f"{out}/model")
 digits = [" ".join(str((i * 7 + j) % 10) for j in range(3)) for i in range(64)]
 common = dict(per_device_train_batch_size=4, max_steps=6, logging_steps=1, save_steps=6, learning_rate=1e-3,
               report_to=[], use_cpu=True, bf16=False, seed=0, save_only_model=True)
