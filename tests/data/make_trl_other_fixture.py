@@ -8,7 +8,7 @@ It writes OUT_DIR/sft/checkpoint-6/trainer_state.json and OUT_DIR/dpo/checkpoint
 import sys
 
 from datasets import Dataset
-from make_trl_fixture import tiny_model     # the same model and tokenizer as the GRPO fixture (this directory)
+from make_trl_fixture import tiny_model  # the same model and tokenizer as the GRPO fixture (this directory)
 from trl import DPOConfig, DPOTrainer, SFTConfig, SFTTrainer
 
 out = sys.argv[1]
