@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 
 def table(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> list[str]:
-    """A GitHub markdown table, as lines."""
+    """A GitHub markdown table, as lines; a "|" inside a cell (a catalogue cell's name, a part's note) is
+    escaped so that it does not split the column (one already escaped is left as it is)."""
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
+    lines += ["| " + " | ".join(_PIPE.sub(r"\\|", str(cell)) for cell in row) + " |" for row in rows]
     return lines
+
+
+_PIPE = re.compile(r"(?<!\\)\|")
 
 
 def pct(x: Any) -> str:

@@ -552,6 +552,47 @@ def test_a_part_replaces_the_earlier_form_of_a_cell_built_under_another_name(sto
     assert all(old_name not in p.cells for p in read_parts(whole / "catalogue")) and parts[-1].cells == [name]
 
 
+def test_a_part_retires_its_setups_cells_that_todays_code_refuses(store, small_runs, tmp_path):
+    """A part of a setup retires that setup's older cells whose fault today's code refuses to train there
+    (TRL's part and the whole build's adv_std_no_floor loo_residue cell, a form TRL has no estimator for:
+    it used to stay published beside the part); the part's note says which and why, other setups' cells
+    stay even when refused, and a cell no check refuses stays."""
+    from harness.catalogue.parts import merge, read_parts
+    from harness.commands.catalogue import refused_today
+
+    whole, part = tmp_path / "results", tmp_path / "part"
+    shutil.copytree(store[0] / "catalogue", whole / "catalogue")
+    shutil.copytree(small_runs / "runs", part / "runs")
+    write(CatalogueSettings(part, n_mc=200, trace_metrics=(), plots=False, dataset=False, model=False))
+    before = pd.read_parquet(whole / "catalogue" / "catalogue.parquet")
+    shared = set(before.loc[(before["fault"] == "shared_policy") & (before["setup"] == "ppo/cartpole/native"), "cell"])
+    grpo = set(before.loc[before["fault"] == "adv_std_no_floor", "cell"])
+    assert shared and grpo
+
+    def refused(row: dict) -> str | None:
+        return "no longer trained here" if row["fault"] in ("shared_policy", "adv_std_no_floor") else None
+
+    parts = merge(whole, part, refused=refused)
+    after = pd.read_parquet(whole / "catalogue" / "catalogue.parquet")
+    views = pd.read_parquet(whole / "catalogue" / "views.parquet")
+    assert not shared & set(after["cell"]) and not shared & set(views["cell"])
+    assert grpo <= set(after["cell"])                                   # another setup: not the part's to retire
+    assert parts[-1].note == "; ".join(f"retired {c}: no longer trained here" for c in sorted(shared))
+    assert read_parts(whole / "catalogue")[-1].note == parts[-1].note
+    assert not any(shared & set(p.cells) for p in parts)
+    from harness.catalogue.build import render
+    render(whole)                                    # the note names cells ("fault | setup"): one table column
+    row_of_part = next(line for line in (whole / "catalogue" / "CATALOGUE.md").read_text().splitlines()
+                       if line.startswith("| ppo/cartpole/native |") and "retired" in line)
+    assert row_of_part.count(" | ") == 5 and "retired shared_policy \\| ppo/cartpole/native" in row_of_part
+    # today's code, asked as a run command would be
+    row = {"algo": "grpo", "algo_variant": "default", "env": "toyseq", "backend": "trl", "fault": "adv_std_no_floor",
+           "fault_params": '{"variant": "loo_residue"}', "onset_kind": "0", "onsets": "0"}
+    assert "cannot be expressed on backend=trl" in refused_today(row)
+    assert refused_today({**row, "fault_params": '{"variant": "zero_std"}'}) is None
+    assert refused_today({**row, "backend": "native", "onset_kind": "mid", "onsets": "3, 5"}) is None
+
+
 def test_the_agreement_of_a_catalogue_frame_is_the_builds(store):
     """backends.parquet recomputed from catalogue.parquet (as a merge does) equals what the build wrote
     from its cells: the store has GRPO only natively, so both say no fault ran on two backends; the

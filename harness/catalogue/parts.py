@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -146,9 +147,25 @@ def replaced_cells(old: pd.DataFrame | None, part: pd.DataFrame) -> set[str]:
     return set(old.loc[same_kind, "cell"]) | (set(old["cell"]) & set(part["cell"]))
 
 
-def merge(results_dir: Path, part_dir: Path) -> list[Part]:
+def retired_cells(old: pd.DataFrame | None, part: pd.DataFrame, gone: set[str],
+                  refused: Callable[[dict[str, Any]], str | None] | None) -> dict[str, str]:
+    """The cells of ``old`` on the part's setups that neither the part nor :func:`replaced_cells` covers
+    and that today's code refuses to train there (``refused``: a cell's row -> the one-line reason, or
+    None), cell -> reason: e.g. adv_std_no_floor's leave-one-out form on TRL, built whole before TRL
+    refused it. A part of a setup retires them; other setups' cells are left alone."""
+    if old is None or refused is None:
+        return {}
+    mine = old[old["setup"].isin(set(part["setup"].dropna())) & ~old["cell"].isin(gone | set(part["cell"]))]
+    reasons = {row["cell"]: refused(row) for row in mine.drop_duplicates("cell").to_dict("records")}
+    return {cell: why for cell, why in reasons.items() if why}
+
+
+def merge(results_dir: Path, part_dir: Path,
+          refused: Callable[[dict[str, Any]], str | None] | None = None) -> list[Part]:
     """Merge the part built under ``part_dir`` into ``results_dir``'s catalogue (created when absent):
-    the part's cells replace cells of the same name or of an earlier form (:func:`replaced_cells`),
+    the part's cells replace cells of the same name or of an earlier form (:func:`replaced_cells`) and
+    retire its setups' cells that today's code refuses (:func:`retired_cells`; the part's note says
+    which and why),
     its setups' healthy baselines replace theirs, its
     trace plots are copied (replaced cells' plots removed), the backends' agreement is recomputed, and
     parts.json records the part (last, so an interrupted merge is repaired by running it again: merging
@@ -165,6 +182,8 @@ def merge(results_dir: Path, part_dir: Path) -> list[Part]:
         parts = [_earlier_part(old, out_dir)]
     new_cells = set(part_cat["cell"])
     gone = replaced_cells(old, part_cat)
+    retired = retired_cells(old, part_cat, gone, refused)
+    gone |= set(retired)
     setups = sorted(part_cat["setup"].dropna().unique())
     for stale in (old.drop_duplicates("cell") if old is not None else pd.DataFrame(columns=["cell", "base"])).itertuples():
         if stale.cell in gone:
@@ -193,7 +212,8 @@ def merge(results_dir: Path, part_dir: Path) -> list[Part]:
         atomic_write_parquet(out_dir / "backends.parquet", agreement)
     part = Part(name=", ".join(setups), setups=setups, cells=sorted(new_cells), runs=int(record.get("runs", 0)),
                 code=str(record.get("code", "unknown")), built=str(record.get("built", "")),
-                results_dir=str(part_dir), sweep_commands=list(record.get("sweep_commands", [])))
+                results_dir=str(part_dir), sweep_commands=list(record.get("sweep_commands", [])),
+                note="; ".join(f"retired {cell}: {why}" for cell, why in sorted(retired.items())))
     kept = []
     for p in parts:           # an earlier part keeps the cells no later part replaced
         left = [c for c in p.cells if c not in gone]
