@@ -580,6 +580,7 @@ def test_a_part_retires_its_setups_cells_that_todays_code_refuses(store, small_r
     assert parts[-1].note == "; ".join(f"retired {c}: no longer trained here" for c in sorted(shared))
     assert read_parts(whole / "catalogue")[-1].note == parts[-1].note
     assert not any(shared & set(p.cells) for p in parts)
+    assert merge(whole, part, refused=refused)[-1].note == parts[-1].note     # merged again: still says so
     from harness.catalogue.build import render
     render(whole)                                    # the note names cells ("fault | setup"): one table column
     row_of_part = next(line for line in (whole / "catalogue" / "CATALOGUE.md").read_text().splitlines()

@@ -160,6 +160,14 @@ def retired_cells(old: pd.DataFrame | None, part: pd.DataFrame, gone: set[str],
     return {cell: why for cell, why in reasons.items() if why}
 
 
+def _retired_note(parts: list[Part], part_dir: Path, retired: dict[str, str]) -> str:
+    """The part's note: the cells it retired, with those an earlier merge of the same part retired (a part
+    merged again finds them gone already and keeps saying so)."""
+    earlier = [p.note for p in parts if p.results_dir == str(part_dir) and p.note]
+    entries = [e for note in earlier for e in note.split("; ")] + [f"retired {c}: {w}" for c, w in sorted(retired.items())]
+    return "; ".join(dict.fromkeys(entries))
+
+
 def merge(results_dir: Path, part_dir: Path,
           refused: Callable[[dict[str, Any]], str | None] | None = None) -> list[Part]:
     """Merge the part built under ``part_dir`` into ``results_dir``'s catalogue (created when absent):
@@ -213,7 +221,7 @@ def merge(results_dir: Path, part_dir: Path,
     part = Part(name=", ".join(setups), setups=setups, cells=sorted(new_cells), runs=int(record.get("runs", 0)),
                 code=str(record.get("code", "unknown")), built=str(record.get("built", "")),
                 results_dir=str(part_dir), sweep_commands=list(record.get("sweep_commands", [])),
-                note="; ".join(f"retired {cell}: {why}" for cell, why in sorted(retired.items())))
+                note=_retired_note(parts, part_dir, retired))
     kept = []
     for p in parts:           # an earlier part keeps the cells no later part replaced
         left = [c for c in p.cells if c not in gone]
