@@ -155,7 +155,7 @@ def _verdicts(cells: pd.DataFrame, tables: CatalogueTables) -> list[str]:
     out = ["## Verdicts", "",
            "Per cell (setup x onset), on the held-out seeds; the cell's section below has every table.", ""]
     out += table(["cell", "setup", "onset", "seeds", "verdict (held-out)", "progress: faulty vs healthy"], [
-        [c["cell"].replace("|", "\\|"), c["setup"], "0" if c["onset_kind"] == "0" else f"mid ({c['onsets']})",
+        [c["cell"], c["setup"], "0" if c["onset_kind"] == "0" else f"mid ({c['onsets']})",
          c["n_faulty"], verdict(c, tables.signatures, tables.metrics), progress_change(c)]
         for _, c in cells.iterrows()])
     return out + [""]

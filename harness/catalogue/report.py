@@ -280,7 +280,7 @@ def faults_markdown(cells: pd.DataFrame, results_dir: str) -> str:
            "default; `fault.form=` picks another). Provenance cites only reports read that describe the bug; "
            "`synthetic` says none was found. Expected signatures are hypotheses the catalogue tests.", ""]
     out += table(["fault", "algos", "backends", "form", "kind", "what is injected", "provenance", "expected signature",
-                  "catalogue finding"], [[str(v).replace("|", "\\|") for v in row] for row in rows])
+                  "catalogue finding"], rows)
     return "\n".join(out) + "\n"
 
 
@@ -306,7 +306,7 @@ def view_markdown(views: pd.DataFrame, cells: pd.DataFrame | None = None, headin
            "held-out seeds, no = no trace in that view, undecided = too few seeds to decide, blank = the view "
            "does not apply" + ("." if all_cells else "; a cell no view re-reads (a TRL run's) is in the summary "
                                "and on its fault's page only."), ""]
-    out += table(["cell", *cols], [[cell.replace("|", "\\|"), *[entry(cell, row.get(v)) for v in cols]]
+    out += table(["cell", *cols], [[cell, *[entry(cell, row.get(v)) for v in cols]]
                                    for cell, row in pivot.iterrows()])
     out.append("")
     return out
