@@ -147,3 +147,37 @@ def test_a_sample_targeted_at_named_setups_draws_only_them():
         Space({**SWEEPER["space"], "setups_only": ["cleanrl"]})
     names = [s["name"] for s in SWEEPER["space"]["setups"]]
     assert len(names) == len(set(names)) == len(SWEEPER["space"]["setups"])        # every setup named, once
+
+
+def test_a_drawn_run_s_command_line_composes_to_the_run_the_sweep_trains(drawn):
+    """``Spec.overrides()`` is the command line that trains one drawn run alone: composed as ``python -m
+    harness`` composes it, it is the run the sweep trains (the same run id). One draw per setup and
+    fault form, which includes GRPO's nested reward weights and string settings."""
+    from harness.pipeline.compose import make_experiment
+    from harness.pipeline.sample import SampledBases, specialise
+    from harness.store import run_id
+
+    base = SampledBases(lambda s: make_experiment([f"algo={s['algo']}", f"env={s['env']}", f"backend={s['backend']}",
+                                                   "fault=none", "twin=false"]))
+    picked: dict[tuple, object] = {}
+    for spec in drawn:
+        where = (spec.setup["algo"], spec.setup["env"], spec.setup["backend"], spec.fault_params.get("form"))
+        picked.setdefault(where, spec)
+    nested = [s for s in picked.values() if any(isinstance(v, dict) for v in s.env.get("kwargs", {}).values())]
+    assert nested and len(picked) >= 20
+    for spec in picked.values():
+        try:
+            expected = specialise(base(spec), spec)
+        except ConfigError:
+            continue
+        assert run_id(make_experiment([*spec.overrides(), "twin=false"]).key()) == run_id(expected.key()), spec.overrides()
+
+
+@pytest.mark.parametrize("value", ["code bug", "copy", "1e-3", "true", "null", "it's", "a\\b", "ends\\", "x,y", "[0]",
+                                   1.5e-7, 3, True, None, {"format": 0.3, "correct": 0.65}, ["a b", 2]])
+def test_an_override_value_reads_back_as_itself(value):
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from harness.pipeline.compose import override_value
+
+    assert OverridesParser.create().parse_override(f"k={override_value(value)}").value() == value

@@ -26,7 +26,7 @@ from harness.catalogue.settings import CatalogueSettings
 from harness.commands.app import run_app
 from harness.config import CONF_DIR, ConfigError
 from harness.detection.diagnosis import MODEL_FILE, PACKAGED_MODEL
-from harness.pipeline.compose import make_experiment
+from harness.pipeline.compose import make_experiment, override_value
 from harness.store import atomic_write_bytes
 
 #: what the package ships of a built model (examples.parquet and scores.parquet stay in results_dir)
@@ -130,7 +130,7 @@ def refused_today(cell: dict[str, Any]) -> str | None:
         return None
     params = json.loads(cell.get("fault_params") or "{}")
     overrides = [f"algo={cell['algo']}", f"env={cell['env']}", f"backend={cell['backend']}", f"fault={cell['fault']}",
-                 *(f"fault.{k}='{v}'" if isinstance(v, str) else f"fault.{k}={v}" for k, v in params.items())]
+                 *(f"fault.{k}={override_value(v)}" for k, v in params.items())]
     onsets = str(cell.get("onsets") or "").replace(",", " ").split()     # "2, 5, 7": the cell's seeds' onsets
     if cell.get("onset_kind") == "mid" and onsets and "onset" not in params:
         overrides.append(f"fault.onset={int(float(onsets[0]))}")

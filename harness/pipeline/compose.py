@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from hydra import compose, initialize_config_dir
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
@@ -174,4 +175,31 @@ def make_experiment(overrides: list[str], config_name: str = CONFIG_NAME) -> Exp
         return load_experiment(_compose(config_name, overrides))
 
 
-__all__ = ["CONF_DIR", "CONFIG_NAME", "make_experiment", "one_line", "preflight", "with_default_env"]
+__all__ = ["CONF_DIR", "CONFIG_NAME", "make_experiment", "one_line", "override_value", "preflight", "with_default_env"]
+
+
+def override_value(v: Any) -> str:
+    """``v`` written in Hydra's override grammar, so that ``key=<it>`` parses back to ``v``: nested
+    dicts and lists as ``{k:v,...}`` / ``[...]``, and a string quoted when it would not read back as
+    itself unquoted (spaces, a number's or a keyword's spelling, the grammar's own characters)."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if v is None:
+        return "null"
+    if isinstance(v, float):
+        return repr(v)
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, Mapping):
+        return "{" + ",".join(f"{k}:{override_value(x)}" for k, x in v.items()) + "}"
+    if isinstance(v, (list, tuple)):
+        return "[" + ",".join(override_value(x) for x in v) + "]"
+    text = str(v)
+    if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_./-]*", text) and text.lower() not in _HYDRA_WORDS:
+        return text
+    # quoted: a quote is escaped, and so is a run of backslashes before a quote or the closing one
+    return "'" + re.sub(r"(\\*)('|$)", lambda m: m[1] * 2 + ("\\'" if m[2] else ""), text) + "'"
+
+
+#: unquoted, these read as a bool, null or a float, not as the string
+_HYDRA_WORDS = frozenset({"true", "false", "null", "inf", "nan"})

@@ -34,6 +34,7 @@ import numpy as np
 from faults import FAULTS
 from harness.config import ConfigError, Experiment
 from harness.pipeline.assemble import with_fault
+from harness.pipeline.compose import override_value
 
 DISTRIBUTIONS = ("const", "choice", "uniform", "loguniform", "int", "logint", "either")
 
@@ -87,10 +88,10 @@ class Spec:
         """The command line that trains this run alone (``python -m harness ...``)."""
         out = [f"algo={self.setup['algo']}", f"env={self.setup['env']}", f"backend={self.setup['backend']}",
                f"fault={self.fault}", f"seed={self.seed}"]
-        out += [f"algo.{k}={_literal(v)}" for k, v in self.algo.items()]
-        out += [f"env.{k}={_literal(v)}" for k, v in self.env.items() if k != "kwargs"]
-        out += [f"env.kwargs.{k}={_literal(v)}" for k, v in self.env.get("kwargs", {}).items()]
-        out += [f"fault.{k}={_literal(v)}" for k, v in self.fault_params.items()]
+        out += [f"algo.{k}={override_value(v)}" for k, v in self.algo.items()]
+        out += [f"env.{k}={override_value(v)}" for k, v in self.env.items() if k != "kwargs"]
+        out += [f"env.kwargs.{k}={override_value(v)}" for k, v in self.env.get("kwargs", {}).items()]
+        out += [f"fault.{k}={override_value(v)}" for k, v in self.fault_params.items()]
         if self.onset:
             out.append(f"fault.onset={self.onset}")
         return out
@@ -106,14 +107,6 @@ class Spec:
     @classmethod
     def from_json(cls, text: str) -> Spec:
         return cls(**json.loads(text))
-
-
-def _literal(v: Any) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if v is None:
-        return "null"
-    return repr(v) if isinstance(v, float) else str(v)
 
 
 def specialise(base: Experiment, spec: Spec) -> Experiment:
