@@ -139,6 +139,36 @@ def test_verl_console_logs():
     assert old.profile == "verl" and len(old.metrics) == 6 and old.used["entropy"] == "actor/entropy_loss"
 
 
+def test_a_verl_console_log_as_ray_colours_and_interleaves_it():
+    """verl <= 0.1's console as Ray leaves it (the reference GSM8K logs of Dec 2024 have this shape;
+    tests/data/verl/console_v01_ppo.log is written after them): colour escapes around the "(main_task
+    pid=N)" prefix, the config printed by pprint over many lines with another worker's output cut into
+    one of them and other lines between, step lines from step:0 with verl <= 0.1's names (the lr logged
+    x 1e4 as actor/lr(1e-4), the reward's KL penalty as critic/kl)."""
+    raw = read(DATA / "verl" / "console_v01_ppo.log")
+    assert raw.format == "verl_console" and "its printed config" in raw.source
+    assert raw.config["actor_rollout_ref.actor.optim.lr"] == 1e-06 and raw.config["algorithm.adv_estimator"] == "gae"
+    assert raw.config["trainer.total_epochs"] == 15 and raw.config["trainer.logger"] == ["console"]
+    log = load_log(DATA / "verl" / "console_v01_ppo.log", algo="ppo")
+    assert list(log.metrics["step"]) == list(range(8)) and log.used["lr"] == "actor/lr(1e-4)"
+    np.testing.assert_allclose(log.metrics["lr"], 1e-6)
+    assert log.used["kl_ref"] == "critic/kl" and log.metrics["kl_ref"].iloc[-1] == pytest.approx(0.07)
+    assert log.config["lr"] == 1e-06 and log.config["n_epochs"] == 1 and log.config["clip_range"] == 0.2
+
+
+def test_ppo_on_a_language_model_is_refused_in_one_line():
+    """verl's PPO (a value model, and prompt lengths only a language model's run logs) is no run the
+    harness trains: refused in one line that says why and how to read it anyway (algo=grpo or algo=ppo)."""
+    from harness.logs.canonical import OutOfScope
+
+    with pytest.raises(OutOfScope, match=r"verl's PPO with a value model on a language model \(it logs "
+                                         r"critic/values/mean, critic/vf_loss, prompt_length/mean\).*algo=grpo"):
+        load_log(DATA / "verl" / "console_v01_ppo.log")
+    assert load_log(DATA / "verl" / "console_v01_ppo.log", algo="grpo").algo == "grpo"
+    out = command("harness.diagnose", f"log={DATA / 'verl' / 'console_v01_ppo.log'}", f"results_dir={RESULTS}")
+    assert out.returncode == 2 and out.stderr.count("\n") == 1 and "value model on a language model" in out.stderr
+
+
 @pytest.mark.parametrize("log, dialect", [
     (CLEANRL_RUN, "cleanrl"), (DATA / "trl" / "checkpoint-6" / "trainer_state.json", "trl"),
     (DATA / "verl" / "console.log", "verl"), (DATA / "sb3" / "progress.csv", "sb3"),

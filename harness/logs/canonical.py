@@ -314,6 +314,26 @@ def _refuse_another_algorithm(prof: Profile, keys: list[str], used: dict[str, st
                            f"algo={algo} reads it as {algo.upper()} anyway")
 
 
+class OutOfScope(ConfigError):
+    """The log is a kind of run no harness run is like (PPO with a value model on a language model)."""
+
+
+def _refuse_language_model_ppo(prof: Profile, keys: list[str], used: dict[str, str]) -> None:
+    """A one-line error for PPO with a value model on a language model (verl's PPO, TRL's PPOTrainer): the
+    harness's PPO runs are control tasks and its GRPO runs have no value model, so every PPO model would
+    read the log off its range (a language model's learning rate, lengths and rewards) and name a fault
+    for that alone. ``algo=grpo`` reads the policy's metrics as a GRPO run's."""
+    marks = [k for k in keys if k in prof.language_model]
+    if not marks:
+        return
+    critic = [used[m] for m in PPO_ONLY if m in used]
+    raise OutOfScope(f"the log is {prof.framework.split()[0]}'s PPO with a value model on a language model (it logs "
+                     f"{', '.join([*critic[:2], *marks[:1]])}): the harness trains PPO on control tasks and GRPO "
+                     f"without a value model, so no model here was fitted on runs like it; algo=grpo reads the "
+                     f"policy's metrics as a GRPO run's anyway (the value model's are not used, and a language "
+                     f"model's learning rate and lengths lie off the GRPO runs' range too)")
+
+
 def _resolve_profile(raw: RawLog, profile: str | dict | Profile) -> tuple[Profile, bool]:
     keys = set(raw.records["key"])
     if isinstance(profile, str) and profile == "auto":
@@ -391,7 +411,7 @@ def to_canonical(log: RawLog | pd.DataFrame, profile: str | dict | Profile = "au
             metric, source = prof.canonical_name(key), key
         if used.get(metric) != source:
             continue
-        table.setdefault(update, {})[metric] = value * float(prof.scale.get(metric, 1.0))
+        table.setdefault(update, {})[metric] = value * prof.factor(source, metric)
         if "#" not in key or update not in step_of:
             step_of[update] = step
     updates = sorted(table)
@@ -412,6 +432,8 @@ def to_canonical(log: RawLog | pd.DataFrame, profile: str | dict | Profile = "au
         out["nonfinite"] = went_bad.astype(float) if watched else np.nan
 
     resolved = _infer_algo(prof, used, algo)
+    if algo is None and resolved == "ppo":
+        _refuse_language_model_ppo(prof, all_keys, used)
     mapped_config = map_config(prof, raw.config, resolved, config)
     if raw.config:       # the log carries its hyperparameters: a setting it logs as a constant fills a gap
         for name in LOGGED_SETTINGS:

@@ -32,7 +32,8 @@ class Profile:
     first_step: int = 0
     columns: dict[str, str] = field(default_factory=dict)     # framework key -> canonical metric
     patterns: dict[str, str] = field(default_factory=dict)    # regex -> canonical template
-    scale: dict[str, float] = field(default_factory=dict)     # canonical metric -> factor (log -> canonical)
+    #: canonical metric, or one of the log's own keys (which wins) -> factor (log -> canonical)
+    scale: dict[str, float] = field(default_factory=dict)
     episodic: dict[str, dict[str, str]] = field(default_factory=dict)
     lag: dict[str, int] = field(default_factory=dict)
     strip_prefixes: tuple[str, ...] = ()
@@ -62,13 +63,16 @@ class Profile:
     #: train/policy_loss, PPO train/policy_gradient_loss): a log with one of them and none of the
     #: clipped-surrogate metrics (approx_kl, clip fraction, ratio) is refused unless algo= is given
     other_algos: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    #: names only a language model's run logs (verl: prompt_length/mean; TRL's PPOTrainer: val/num_eos_tokens):
+    #: a PPO log holding one is PPO with a value model on a language model, which no harness run is
+    language_model: tuple[str, ...] = ()
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Profile:
         known = set(cls.__dataclass_fields__)
         kwargs = {k: v for k, v in data.items() if k in known and v is not None}
         for name in ("algos", "step_keys", "strip_prefixes", "summary_keys", "not_metrics",
-                     "not_metric_prefixes", "hints", "tensorboard_exclude", "engine_metrics"):
+                     "not_metric_prefixes", "hints", "tensorboard_exclude", "engine_metrics", "language_model"):
             if name in kwargs:
                 kwargs[name] = tuple(kwargs[name])
         if "other_algos" in kwargs:
@@ -87,6 +91,11 @@ class Profile:
             if key.startswith(prefix) and key not in self.columns:
                 return key[len(prefix):]
         return key
+
+    def factor(self, key: str, metric: str) -> float:
+        """What a value logged under ``key`` (canonical ``metric``) is multiplied by to read in canonical
+        units: the key's own factor (e.g. verl <= 0.1's ``actor/lr(1e-4)``, the lr x 1e4), else the metric's."""
+        return float(self.scale.get(key, self.scale.get(metric, 1.0)))
 
     def canonical_name(self, key: str) -> str | None:
         """The canonical metric a (stripped) framework key maps to, or None."""

@@ -29,6 +29,12 @@ RECORD_COLUMNS = ("row", "step", "key", "value")
 EVENT_GLOB = "events.out.tfevents*"
 #: a verl console line, optionally prefixed by Ray's "(TaskRunner pid=N)" / "(main_task pid=N, ip=..)"
 VERL_LINE = re.compile(r"^\s*(?:\([^()]*pid=\d+[^()]*\)\s*)?step:(\d+)\s+-\s+(.*?)\s*$")
+#: Ray's "(TaskRunner pid=N) " / "(main_task pid=N, ip=..) " at the start of a worker's console line
+RAY_PREFIX = re.compile(r"^\s*\([^()]*pid=\d+[^()]*\)\s*")
+#: a terminal colour or style escape: Ray colours the prefix ("\x1b[2m\x1b[36m(main_task pid=N)\x1b[0m")
+ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+#: another Ray task's output starting in the middle of a line (Ray interleaves workers' streams)
+MIDLINE_RAY = re.compile(r"\([^()]*pid=\d+[^()]*\).*$")
 NUMPY_REPR = re.compile(r"^np\.\w+\((.*)\)$")          # pprint of a numpy scalar: np.float64(0.01)
 LOOKED_FOR = ("TensorBoard event files (events.out.tfevents.*), trainer_state.json, progress.csv / "
               "progress.json, a W&B history export or plain CSV / JSON lines, a verl console log")
@@ -234,6 +240,8 @@ def training_args(checkpoint: Path) -> dict[str, Any]:
 
 
 def read_verl_console(path: Path, lines: list[str]) -> RawLog:
+    """verl's console log: one ``step:N - key:value - ...`` line per training step (colour escapes
+    removed), and the configuration verl prints before training (:func:`console_config`)."""
     rows: list[dict[str, Any]] = []
     steps: list[float] = []
     for line in lines:
@@ -247,7 +255,43 @@ def read_verl_console(path: Path, lines: list[str]) -> RawLog:
                 row[key.strip()] = value
         steps.append(float(m.group(1)))
         rows.append(row)
-    return RawLog(_rows_to_records(rows, steps), {}, f"console log {path} ({len(rows)} step lines)", "verl_console")
+    config = console_config(lines)
+    source = f"console log {path} ({len(rows)} step lines{', its printed config' if config else ''})"
+    return RawLog(_rows_to_records(rows, steps), config, source, "verl_console")
+
+
+#: top-level keys of verl's Hydra config: a printed dict holding one of them is the run's configuration
+VERL_CONFIG_KEYS = ("actor_rollout_ref", "algorithm", "trainer")
+MAX_CONFIG_LINES = 5000
+
+
+def console_config(lines: list[str]) -> dict[str, Any]:
+    """The configuration verl prints before training (``main_ppo.py``: ``pprint`` of the resolved
+    Hydra config, a dict over many lines, each under the printing task's Ray prefix; other workers'
+    output interleaves with it and is skipped), flattened to dotted keys; {} when the log holds none
+    or it does not read as a Python literal."""
+    import ast
+
+    for start, line in enumerate(lines):
+        m = RAY_PREFIX.match(line)
+        prefix = m.group(0).strip() if m else ""
+        first = line[m.end():].strip() if m else line.strip()
+        if not first.startswith("{'") or not any(f"'{k}'" in first for k in VERL_CONFIG_KEYS):
+            continue
+        body = [first]
+        for line in lines[start + 1:start + MAX_CONFIG_LINES]:
+            if prefix and not line.lstrip().startswith(prefix):
+                continue                          # another process's output, printed meanwhile
+            text = MIDLINE_RAY.sub("", line.lstrip()[len(prefix):])   # another task's output cut into it
+            body.append(text.strip())
+            if not body[-1].endswith("}"):
+                continue
+            try:
+                obj = ast.literal_eval("\n".join(body))
+            except (SyntaxError, ValueError, MemoryError, RecursionError):
+                continue
+            return flatten(obj) if isinstance(obj, dict) else {}
+    return {}
 
 
 def sb3_model_config(directory: Path) -> dict[str, Any]:
@@ -331,7 +375,7 @@ def read_file(path: Path) -> RawLog:
         raise ConfigError(f"log={path} is stable-baselines3's Monitor file ({MONITOR_HOLDS}): {MONITOR_INSTEAD}")
     if text.lstrip().startswith("{"):
         return read_jsonl(path)
-    lines = text.splitlines()
+    lines = [ANSI_ESCAPE.sub("", line) for line in text.splitlines()]
     if any(VERL_LINE.match(line) for line in lines):
         raw = read_verl_console(path, lines)
         if not raw.records.empty:
