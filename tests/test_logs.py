@@ -156,6 +156,20 @@ def test_a_verl_console_log_as_ray_colours_and_interleaves_it():
     assert log.config["lr"] == 1e-06 and log.config["n_epochs"] == 1 and log.config["clip_range"] == 0.2
 
 
+def test_trl_grpo_logs_of_before_march_2025_are_read_with_their_names():
+    """TRL <= 0.15 logged completion_length and rewards/<fn> (no /mean): read as length_mean and the
+    per-function rewards, so a format function stuck at 0 is seen (DPO's rewards/chosen is not a reward
+    function: that log is still refused as DPOTrainer's)."""
+    log = load_log(DATA / "trl_v014")
+    assert log.algo == "grpo" and log.used["length_mean"] == "completion_length"
+    assert log.used["reward/strict_format_reward_func"] == "rewards/strict_format_reward_func"
+    assert (log.metrics["reward/soft_format_reward_func"] == 0).all() and log.unused == ["epoch"]
+    from harness.analysis import evidence
+    assert evidence.observe(log.metrics, log.config, "trl")["reward_function_exactly_zero"] is True
+    with pytest.raises(ConfigError, match="DPOTrainer"):
+        load_log(DATA / "trl_dpo")
+
+
 def test_ppo_on_a_language_model_is_refused_in_one_line():
     """verl's PPO (a value model, and prompt lengths only a language model's run logs) is no run the
     harness trains: refused in one line that says why and how to read it anyway (algo=grpo or algo=ppo)."""
