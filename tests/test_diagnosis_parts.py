@@ -102,6 +102,24 @@ def test_exact_evidence(cols, config, item, expected):
     assert evidence.observe(frame(30, **cols), config)[item] == expected
 
 
+def test_a_log_printed_with_few_decimals_cannot_show_a_ratio_or_kl_exactly_at_its_healthy_scale():
+    """verl <= 0.3 printed its console with :.3f: an approx_kl or KL to the reference of 4e-4 reads 0.000, so
+    those exact zeros are not read there (None); a reward function 0 on every step still is (its scale is 1)."""
+    rng = np.random.default_rng(0)
+    cols = dict(kl_k1=0.0, kl_ref=0.0, loss=rng.normal(0.3, 0.05, 30), entropy=rng.uniform(0.4, 0.6, 30),
+                reward_mean=rng.uniform(0.2, 0.8, 30), **{"reward/format": 0.0, "reward/correct": rng.uniform(0.1, 0.6, 30)})
+    full = frame(30, **cols)
+    printed = full.copy()
+    for c in ("loss", "entropy", "reward_mean", "reward/correct"):
+        printed[c] = printed[c].round(3)
+    cfg = {"num_iterations": 2, "n_minibatches": 4, "beta": 0.04}
+    assert evidence.printed_decimals(full) is None and evidence.printed_decimals(printed) == 3
+    assert evidence.observe(full, cfg)["ratio_exactly_one"] is True and evidence.observe(full, cfg)["kl_ref_exactly_zero"]
+    seen = evidence.observe(printed, cfg)
+    assert seen["ratio_exactly_one"] is None and seen["kl_ref_exactly_zero"] is None
+    assert seen["reward_function_exactly_zero"] is True
+
+
 def test_too_many_generations_is_evidence_in_trl_logs_only():
     """TRL logs the reward only on the optimizer step that generates: with num_iterations=2 a healthy
     log has it on every other row; on every row, the configured iterations are not taken."""

@@ -48,6 +48,37 @@ def _share(frame: pd.DataFrame, metric: str, test: Callable[[np.ndarray], np.nda
     return float(np.mean(test(col))) if len(col) else None
 
 
+#: a log printed with this few decimals (verl <= 0.3's console: ``:.3f``) cannot tell an exact 0 of a
+#: quantity whose healthy values are ~1e-3 (approx_kl, clip fractions, the KL to the reference) from a small one
+FEW_DECIMALS = 4
+#: columns that count things (integers in any log): not read for the precision
+COUNTERS = ("update", "step", "env_step", "fault_active", "nonfinite", "optimizer_steps", "epochs_total")
+
+
+def printed_decimals(frame: pd.DataFrame) -> int | None:
+    """The decimals the log's values were printed with: the smallest d <= 6 such that every finite value
+    of its metrics is a multiple of 10^-d, read over at least 10 distinct values that are not whole numbers; None
+    at full precision (or too few such values to tell)."""
+    cols = [c for c in frame.columns if c not in COUNTERS]
+    if not cols:
+        return None
+    values = pd.DataFrame({c: pd.to_numeric(frame[c], errors="coerce") for c in cols}).to_numpy(dtype=float).ravel()
+    values = values[np.isfinite(values)]
+    values = np.unique(values[values != np.round(values)])
+    if len(values) < 10:
+        return None
+    for d in range(7):
+        scaled = values * 10.0 ** d
+        if np.all(np.abs(scaled - np.round(scaled)) <= 1e-6 * np.maximum(1.0, np.abs(scaled))):
+            return d
+    return None
+
+
+def _too_coarse(frame: pd.DataFrame) -> bool:
+    decimals = printed_decimals(frame)
+    return decimals is not None and decimals <= FEW_DECIMALS
+
+
 @dataclass(frozen=True)
 class Evidence:
     name: str
@@ -64,7 +95,7 @@ def _ratio_pinned(frame: pd.DataFrame, config: Mapping[str, Any]) -> bool | None
     read from its clip fractions, which are 0 for small healthy updates too (its measured rates say
     how much weaker that is)."""
     steps = configured_steps(config)
-    if not math.isfinite(steps):
+    if not math.isfinite(steps) or _too_coarse(frame):
         return None
     exact = [s for s in (_share(frame, "ratio_dev_max", lambda c: c <= EXACT_RATIO),
                          _share(frame, "approx_kl", lambda c: c == 0),
@@ -92,7 +123,7 @@ def _grad_zero(frame: pd.DataFrame, config: Mapping[str, Any]) -> bool | None:
 def _kl_ref_zero(frame: pd.DataFrame, config: Mapping[str, Any]) -> bool | None:
     beta = float(config["beta"]) if isinstance(config.get("beta"), (int, float)) else math.nan
     share = _share(frame, "kl_ref", lambda c: c == 0)
-    if share is None or not math.isfinite(beta):
+    if share is None or not math.isfinite(beta) or _too_coarse(frame):
         return None
     return beta > 0 and share >= MOST
 
@@ -165,12 +196,13 @@ def _generations_too_many(frame: pd.DataFrame, config: Mapping[str, Any]) -> boo
 EVIDENCE: dict[str, Evidence] = {e.name: e for e in (
     Evidence("ratio_exactly_one", "the importance ratio is exactly 1 (approx_kl exactly 0; a log without it: the clip "
              "fractions exactly 0) on >= 90% of steps while the configuration takes more than one optimizer step per "
-             "batch", _ratio_pinned),
+             "batch (not read in a log printed with <= 4 decimals)", _ratio_pinned),
     Evidence("reward_exactly_zero", "the reward (or the logged return) is exactly 0 on >= 90% of steps", _reward_zero),
     Evidence("reward_function_exactly_zero", "one of the summed reward functions (reward/<fn>) is exactly 0 on >= 90% "
              "of steps while another is not", _reward_function_zero),
     Evidence("gradient_exactly_zero", "the gradient norm is exactly 0 on >= 90% of steps", _grad_zero),
-    Evidence("kl_ref_exactly_zero", "the KL to the reference is exactly 0 on >= 90% of steps while beta > 0",
+    Evidence("kl_ref_exactly_zero", "the KL to the reference is exactly 0 on >= 90% of steps while beta > 0 (not read "
+             "in a log printed with <= 4 decimals)",
              _kl_ref_zero),
     Evidence("groups_all_uniform", "every group's rewards are identical on >= 90% of steps (advantages all 0)",
              _groups_uniform),
