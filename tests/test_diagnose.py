@@ -393,6 +393,8 @@ def test_the_summary_line_says_when_rows_skip_training_steps():
     assert cadence(every_step) == "150 training steps"
     tenth = pd.DataFrame({"update": range(9, 150, 10)})
     assert cadence(tenth).startswith("15 logged rows, one every 10 training steps (steps 10 .. 150")
+    assert "TRL's average over logging_steps" in cadence(tenth, "trl")
+    assert "SB3's log_interval" in cadence(tenth, "sb3") and "TRL" not in cadence(tenth, "sb3")  # an SB3 log says SB3's
 
 
 def test_a_log_of_another_algorithm_is_refused_and_algo_reads_it_anyway(tmp_path):

@@ -99,23 +99,30 @@ def validate(cfg: DictConfig) -> None:
     diagnosed(cfg)
 
 
-def cadence(metrics: Any) -> str:
+#: what a logged row holds when a framework logs every k-th training step
+SPARSE_ROWS = {"trl": "TRL's average over logging_steps",
+               "sb3": "SB3's log_interval: the last iteration's train/* values and the episode means then",
+               "cleanrl": "the values written at that step"}
+
+
+def cadence(metrics: Any, profile: str = "") -> str:
     """How many rows the log has and, when they skip training steps (TRL's and the HF Trainer's
-    ``logging_steps``, a W&B export sampled every k steps: ``update`` counts the framework's training
-    steps), which ones they are."""
+    ``logging_steps``, SB3's ``log_interval``, a W&B export sampled every k steps: ``update`` counts the
+    framework's training steps), which ones they are and what a row holds in that framework."""
     n = len(metrics)
     updates = metrics["update"].dropna() if "update" in metrics else None
     stride = float(updates.diff().dropna().median()) if updates is not None and len(updates) > 1 else 1.0
     if stride <= 1:
         return f"{n} training steps"
+    holds = SPARSE_ROWS.get(profile, "the values logged at that step (a sampled export: the sampled step's)")
     return (f"{n} logged rows, one every {stride:g} training steps (steps {updates.iloc[0] + 1:g} .. "
-            f"{updates.iloc[-1] + 1:g}; a row holds what was logged there, e.g. TRL's average over logging_steps)")
+            f"{updates.iloc[-1] + 1:g}; a row holds {holds})")
 
 
 def describe(log: LoadedLog, cfg: DictConfig) -> list[str]:
     how = "detected from its names" if log.detected else "given"
     lines = [f"{cfg.log}: {log.source}",
-             f"dialect: {log.profile} ({how}); {cadence(log.metrics)}; algorithm {log.algo}",
+             f"dialect: {log.profile} ({how}); {cadence(log.metrics, log.profile)}; algorithm {log.algo}",
              "mapped: " + ", ".join(f"{src} -> {dst}" for dst, src in log.used.items())]
     if log.unused:
         lines.append(f"not used ({len(log.unused)}): {', '.join(log.unused[:15])}"
