@@ -2,7 +2,8 @@
 
 The logs are listed in benchmarks/public/manifest.json (repository, commit, path, and what the
 repository itself says of the run); they are not stored here, as their licences are not known. Fetch
-each one from its repository at that commit (``git show <commit>:<path>``) into ``<logs>/<dir>/<file>``,
+each one from its repository at that commit (``git show <commit>:<path>``; a TensorBoard run is a directory
+of event files) into ``<logs>/<dir>/<file>``,
 then:
 
     python benchmarks/public/probe.py --logs DIR [--out benchmarks/results/public_logs]
@@ -91,12 +92,12 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "public_logs")
     args = parser.parse_args()
     entries = json.loads(MANIFEST.read_text())["logs"]
-    missing = [e for e in entries if not (args.logs / e["dir"] / e["file"]).is_file()]
+    missing = [e for e in entries if not (args.logs / e["dir"] / e["file"]).exists()]
     if missing:
         e = missing[0]
         raise SystemExit(f"error: {len(missing)} of {len(entries)} logs are not under {args.logs}, e.g. "
-                         f"{e['dir']}/{e['file']}: fetch it with `git show {e['commit']}:{e['path']}` in a clone of "
-                         f"github.com/{e['repo']}")
+                         f"{e['dir']}/{e['file']}: fetch it (a file, or a TensorBoard run directory's files) "
+                         f"with `git show {e['commit']}:{e['path']}` in a clone of github.com/{e['repo']}")
     start, rows = time.perf_counter(), []
     for i, e in enumerate(entries, 1):
         rows.append(summary(e, diagnose(args.logs / e["dir"] / e["file"])))

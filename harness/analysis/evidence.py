@@ -196,13 +196,12 @@ def _generations_too_many(frame: pd.DataFrame, config: Mapping[str, Any]) -> boo
 EVIDENCE: dict[str, Evidence] = {e.name: e for e in (
     Evidence("ratio_exactly_one", "the importance ratio is exactly 1 (approx_kl exactly 0; a log without it: the clip "
              "fractions exactly 0) on >= 90% of steps while the configuration takes more than one optimizer step per "
-             "batch (not read in a log printed with <= 4 decimals)", _ratio_pinned),
+             "batch", _ratio_pinned),
     Evidence("reward_exactly_zero", "the reward (or the logged return) is exactly 0 on >= 90% of steps", _reward_zero),
     Evidence("reward_function_exactly_zero", "one of the summed reward functions (reward/<fn>) is exactly 0 on >= 90% "
              "of steps while another is not", _reward_function_zero),
     Evidence("gradient_exactly_zero", "the gradient norm is exactly 0 on >= 90% of steps", _grad_zero),
-    Evidence("kl_ref_exactly_zero", "the KL to the reference is exactly 0 on >= 90% of steps while beta > 0 (not read "
-             "in a log printed with <= 4 decimals)",
+    Evidence("kl_ref_exactly_zero", "the KL to the reference is exactly 0 on >= 90% of steps while beta > 0",
              _kl_ref_zero),
     Evidence("groups_all_uniform", "every group's rewards are identical on >= 90% of steps (advantages all 0)",
              _groups_uniform),
