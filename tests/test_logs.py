@@ -170,6 +170,26 @@ def test_trl_grpo_logs_of_before_march_2025_are_read_with_their_names():
         load_log(DATA / "trl_dpo")
 
 
+def test_the_config_todays_verl_prints_is_read_as_the_log_s_hyperparameters(tmp_path):
+    """verl's main_ppo.py pprints the resolved config inside the TaskRunner before training: its GRPO
+    settings become the log's hyperparameters (a dict that is not verl's config, printed later, is not)."""
+    cfg = """{'actor_rollout_ref': {'actor': {'clip_ratio': 0.2,
+                                 'kl_loss_coef': 0.001,
+                                 'optim': {'lr': 1e-06},
+                                 'ppo_epochs': 1},
+                       'rollout': {'n': 5}},
+ 'algorithm': {'adv_estimator': 'grpo'},
+ 'data': {'train_batch_size': 1024}}""".splitlines()
+    lines = (DATA / "verl" / "console.log").read_text().splitlines()
+    log = tmp_path / "train.log"
+    log.write_text("\n".join([*lines[:2], *(f"(TaskRunner pid=48211) {c}" for c in cfg),
+                              "(TaskRunner pid=48211) {'bos_token_id': None, 'eos_token_id': 151645}", *lines[2:]]) + "\n")
+    loaded = load_log(log)
+    assert loaded.algo == "grpo" and loaded.metrics.equals(load_log(DATA / "verl" / "console.log").metrics)
+    assert loaded.config == {"clip_range": 0.2, "beta": 0.001, "lr": 1e-06, "num_iterations": 1, "group_size": 5,
+                             "n_prompts": 1024}
+
+
 def test_ppo_on_a_language_model_is_refused_in_one_line():
     """verl's PPO (a value model, and prompt lengths only a language model's run logs) is no run the
     harness trains: refused in one line that says why and how to read it anyway (algo=grpo or algo=ppo)."""
