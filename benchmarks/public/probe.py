@@ -64,6 +64,10 @@ def cell_answer(r: dict[str, Any]) -> str:
             f"next: {', '.join(f'{f} {p:.2f}' for f, p in r['next']) or '-'})")
 
 
+def kind(row: dict[str, Any]) -> str:
+    return row["answer"] if row["answer"] in ("healthy", "refused") else "anomalous"
+
+
 def write(rows: list[dict[str, Any]], out: Path, wall: float, logs: Path) -> None:
     sha = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
     when = datetime.now(timezone.utc).isoformat(timespec="seconds")
@@ -77,6 +81,11 @@ def write(rows: list[dict[str, Any]], out: Path, wall: float, logs: Path) -> Non
              "public code for each framework's metric names; they have no labels, so the answer stands beside what the "
              "repository itself says of the run. None was used for fitting or tuning; what reading them changed in the "
              "readers (names and formats, not answers) is in docs/diagnose.md.", ""]
+    counts = [[fw, sum(r["framework"] == fw for r in rows),
+               *(sum(r["framework"] == fw and kind(r) == k for r in rows) for k in ("healthy", "anomalous", "refused"))]
+              for fw in dict.fromkeys(r["framework"] for r in rows)]
+    lines += table(["framework", "logs", "answered healthy", "anomalous (a fault, a class or unknown)", "refused"],
+                   counts) + [""]
     body = [[r["framework"], r["log"], r["run"], r["says"], cell_answer(r),
              ", ".join(r.get("evidence", [])) or "-", ", ".join(r.get("fired", [])) or "-",
              ", ".join(r.get("off_range", [])) or "-"] for r in rows]
