@@ -69,7 +69,7 @@ def test_json_contract(diverse_model, verl_log):
     assert out.returncode == 0, out.stderr
     d = json.loads(out.stdout)
     assert {"log", "profile", "detected", "algo", "view", "answer", "kind", "probability", "anomalous", "threshold",
-            "class", "settings_to_check", "cannot_show", "evidence", "probabilities", "ranking", "fired"} <= set(d)
+            "class", "settings_to_check", "cannot_show", "evidence", "probabilities", "ranking", "fired", "notes"} <= set(d)
     assert d["profile"] == "verl" and d["detected"] and d["algo"] == "grpo" and d["view"] == "verl"
     assert d["answer"] in {HEALTHY, UNKNOWN, TOO_SHORT, *d["probabilities"]}
     assert_consistent(d)

@@ -190,6 +190,17 @@ def test_the_config_todays_verl_prints_is_read_as_the_log_s_hyperparameters(tmp_
                              "n_prompts": 1024}
 
 
+def test_a_log_without_a_return_or_reward_says_so():
+    """CleanRL's scripts log charts/episodic_return only under gymnasium's old final_info: adapted to
+    gymnasium 1.x they often log none. Such a log is read (the losses) with a note saying what it cannot show."""
+    rows = [(u, 2048.0 * (u + 1), key, value) for u in range(20)
+            for key, value in (("losses/approx_kl", 0.01), ("losses/clipfrac", 0.1), ("losses/value_loss", 1.0 / (u + 1)),
+                               ("losses/policy_loss", -0.01), ("losses/entropy", 1.4 - 0.01 * u))]
+    log = to_canonical(pd.DataFrame(rows, columns=["row", "step", "key", "value"]), "cleanrl")
+    assert any("no episode return or reward (cleanrl writes it as charts/episodic_return)" in n for n in log.notes)
+    assert not any("no episode return" in n for n in load_log(CLEANRL_RUN).notes)
+
+
 def test_ppo_on_a_language_model_is_refused_in_one_line():
     """verl's PPO (a value model, and prompt lengths only a language model's run logs) is no run the
     harness trains: refused in one line that says why and how to read it anyway (algo=grpo or algo=ppo)."""

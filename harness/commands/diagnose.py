@@ -204,7 +204,8 @@ def as_json(cfg: DictConfig, log: LoadedLog, d: Diagnosis) -> dict[str, Any]:
             "min_steps": r.min_rows, "cannot_show": list(r.invisible), "unlike_training": r.unlike_training,
             "evidence": r.evidence,
             "probabilities": r.probabilities, "model_probabilities": r.model_probabilities, "ranking": ranking,
-            "expected_signature": d.expected, "fired": {n: res.evidence for n, res in d.fired.items()}}
+            "expected_signature": d.expected, "fired": {n: res.evidence for n, res in d.fired.items()},
+            "notes": list(log.notes)}
 
 
 @hydra.main(config_path=str(CONF_DIR), config_name="diagnose", version_base=None)

@@ -314,6 +314,18 @@ def _refuse_another_algorithm(prof: Profile, keys: list[str], used: dict[str, st
                            f"algo={algo} reads it as {algo.upper()} anyway")
 
 
+#: what the agent earns: a log with neither shows only how the optimisation went
+EARNED = ("return_mean", "reward_mean")
+
+
+def _nothing_earned(prof: Profile) -> str:
+    names = [k for k, v in prof.columns.items() if v in EARNED] + [k for k, v in prof.episodic.items()
+                                                                     if v.get("mean") in EARNED]
+    written = f" ({prof.name} writes it as {' or '.join(names[:2])})" if names else ""
+    return (f"the log holds no episode return or reward{written}: a fault that shows only in what the agent "
+            f"earns cannot be seen here, and the answer rests on the optimisation metrics alone")
+
+
 class OutOfScope(ConfigError):
     """The log is a kind of run no harness run is like (PPO with a value model on a language model)."""
 
@@ -434,6 +446,8 @@ def to_canonical(log: RawLog | pd.DataFrame, profile: str | dict | Profile = "au
     resolved = _infer_algo(prof, used, algo)
     if algo is None and resolved == "ppo":
         _refuse_language_model_ppo(prof, all_keys, used)
+    if not any(m in used for m in EARNED):
+        notes.append(_nothing_earned(prof))
     mapped_config = map_config(prof, raw.config, resolved, config)
     if raw.config:       # the log carries its hyperparameters: a setting it logs as a constant fills a gap
         for name in LOGGED_SETTINGS:
