@@ -12,6 +12,7 @@ is decided later (:mod:`harness.logs.canonical`).
 
 from __future__ import annotations
 
+import ast
 import io
 import json
 import math
@@ -27,14 +28,16 @@ from harness.config import ConfigError
 
 RECORD_COLUMNS = ("row", "step", "key", "value")
 EVENT_GLOB = "events.out.tfevents*"
-#: a verl console line, optionally prefixed by Ray's "(TaskRunner pid=N)" / "(main_task pid=N, ip=..)"
-VERL_LINE = re.compile(r"^\s*(?:\([^()]*pid=\d+[^()]*\)\s*)?step:(\d+)\s+-\s+(.*?)\s*$")
-#: Ray's "(TaskRunner pid=N) " / "(main_task pid=N, ip=..) " at the start of a worker's console line
-RAY_PREFIX = re.compile(r"^\s*\([^()]*pid=\d+[^()]*\)\s*")
+#: Ray's tag of a task's output: "(TaskRunner pid=N)", "(main_task pid=N, ip=..)", "(WorkerDict pid=N)"
+RAY_TAG = r"\([^()]*pid=\d+[^()]*\)"
+#: a verl console line, optionally prefixed by Ray's tag
+VERL_LINE = re.compile(rf"^\s*(?:{RAY_TAG}\s*)?step:(\d+)\s+-\s+(.*?)\s*$")
+#: Ray's tag at the start of a worker's console line
+RAY_PREFIX = re.compile(rf"^\s*{RAY_TAG}\s*")
 #: a terminal colour or style escape: Ray colours the prefix ("\x1b[2m\x1b[36m(main_task pid=N)\x1b[0m")
 ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 #: another Ray task's output starting in the middle of a line (Ray interleaves workers' streams)
-MIDLINE_RAY = re.compile(r"\([^()]*pid=\d+[^()]*\).*$")
+MIDLINE_RAY = re.compile(rf"{RAY_TAG}.*$")
 NUMPY_REPR = re.compile(r"^np\.\w+\((.*)\)$")          # pprint of a numpy scalar: np.float64(0.01)
 LOOKED_FOR = ("TensorBoard event files (events.out.tfevents.*), trainer_state.json, progress.csv / "
               "progress.json, a W&B history export or plain CSV / JSON lines, a verl console log")
@@ -270,8 +273,6 @@ def console_config(lines: list[str]) -> dict[str, Any]:
     Hydra config, a dict over many lines, each under the printing task's Ray prefix; other workers'
     output interleaves with it and is skipped), flattened to dotted keys; {} when the log holds none
     or it does not read as a Python literal."""
-    import ast
-
     for start, line in enumerate(lines):
         m = RAY_PREFIX.match(line)
         prefix = m.group(0).strip() if m else ""

@@ -175,9 +175,6 @@ def make_experiment(overrides: list[str], config_name: str = CONFIG_NAME) -> Exp
         return load_experiment(_compose(config_name, overrides))
 
 
-__all__ = ["CONF_DIR", "CONFIG_NAME", "make_experiment", "one_line", "override_value", "preflight", "with_default_env"]
-
-
 def override_value(v: Any) -> str:
     """``v`` written in Hydra's override grammar, so that ``key=<it>`` parses back to ``v``: nested
     dicts and lists as ``{k:v,...}`` / ``[...]``, and a string quoted when it would not read back as
@@ -203,3 +200,6 @@ def override_value(v: Any) -> str:
 
 #: unquoted, these read as a bool, null or a float, not as the string
 _HYDRA_WORDS = frozenset({"true", "false", "null", "inf", "nan"})
+
+
+__all__ = ["CONF_DIR", "CONFIG_NAME", "make_experiment", "one_line", "override_value", "preflight", "with_default_env"]

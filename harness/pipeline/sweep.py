@@ -27,6 +27,7 @@ from harness.agents.base import Trainer, trainer_for
 from harness.catalogue.progress import clock
 from harness.config import ConfigError, backend_config
 from harness.pipeline.assemble import load_experiment, with_onset
+from harness.pipeline.compose import override_value
 from harness.pipeline.sample import SampledBases, Space, digest, specialise
 from harness.pipeline.train import n_updates_planned
 from harness.store import RunStore, run_id
@@ -125,7 +126,7 @@ def plan(setups: Sequence[Setup], controls: Sequence[Setup], faults: Sequence[st
             cls = FAULTS[name]
             if algo in cls.algos and setup.backend in cls.backends and _expressible(cls, trainer_for(backend_config(setup.backend), algo)):
                 cases.append((setup, name, ()))
-                setting = tuple(f"algo.{k}={_yaml(v)}" for k, v in sorted(cls().setting().items()))
+                setting = tuple(f"algo.{k}={override_value(v)}" for k, v in sorted(cls().setting().items()))
                 if setting and (setup, "none", setting) not in cases:
                     cases.append((setup, "none", setting))
     cases += [(control, "none", ()) for control in controls]
@@ -189,11 +190,6 @@ def _expressible(cls: type, trainer: Trainer) -> bool:
     except ConfigError:
         return False
     return True
-
-
-def _yaml(value: Any) -> str:
-    """A value as a Hydra override writes it."""
-    return "null" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def plan_runs(settings: dict[str, Any], arguments: Sequence[str],
