@@ -5,10 +5,12 @@ wheel in a clean venv and runs every command from an empty directory)."""
 from __future__ import annotations
 
 import importlib
+import json
 import sys
 from pathlib import Path
 
 import joblib
+import pandas as pd
 import pytest
 import sklearn
 
@@ -41,12 +43,13 @@ def test_configs_and_model_are_package_data():
     assert not (ROOT / "conf").exists(), "conf/ moved into the package: harness/conf/"
     patterns = PYPROJECT["tool"]["setuptools"]["package-data"]["harness"]
     shipped = {p for pattern in patterns for p in (ROOT / "harness").glob(pattern)}
-    wanted = {p for p in CONF_DIR.rglob("*") if p.is_file()} | {PACKAGED_MODEL, PACKAGED_MODEL.with_name("model_card.json")}
+    wanted = {p for p in CONF_DIR.rglob("*") if p.is_file()} | {PACKAGED_MODEL, PACKAGED_MODEL.with_name("model_card.json"),
+                                                                 PACKAGED_MODEL.with_name("directions.json")}
     assert wanted <= shipped, sorted(str(p) for p in wanted - shipped)
     assert PACKAGED_MODEL == ROOT / "harness" / "data" / "model" / "diagnosis.joblib" and PACKAGED_MODEL.exists()
 
 
-@pytest.mark.parametrize("name", ["diagnosis.joblib", "model_card.json"])
+@pytest.mark.parametrize("name", ["diagnosis.joblib", "model_card.json", "directions.json"])
 def test_packaged_model_is_the_published_one(name):
     """The package ships results/catalogue/model/ as it is: refresh it with python -m harness.catalogue
     publish=true (or publish=only) after rebuilding the model."""
@@ -81,9 +84,14 @@ def test_publish_copies_a_readable_model_into_the_package(tmp_path, monkeypatch)
     source = tmp_path / "r" / "catalogue" / MODEL_FILE
     _bundle(source)
     written = catalogue.publish(tmp_path / "r")
-    assert [p.name for p in written] == ["diagnosis.joblib", "model_card.json"]
+    assert [p.name for p in written] == ["diagnosis.joblib", "model_card.json"]     # no catalogue: no directions
     for p in written:
         assert p.read_bytes() == (source.parent / p.name).read_bytes()
+    pd.DataFrame([{"kind": "metric", "onset_kind": "0", "algo": "ppo", "fault": "f", "setup": "ppo/x/native",
+                   "name": "entropy", "auroc": 0.0}]).to_parquet(source.parent.parent / "catalogue.parquet")
+    written = catalogue.publish(tmp_path / "r")            # directions written from the catalogue, then shipped
+    assert [p.name for p in written] == ["diagnosis.joblib", "model_card.json", "directions.json"]
+    assert json.loads(written[-1].read_text()) == {"ppo": {"f": {"ppo/x/native": {"entropy": -1.0}}}}
     _bundle(source, feature_version=FEATURE_VERSION - 1)               # a stale model is not shipped
     with pytest.raises(ConfigError, match="rebuild it"):
         catalogue.publish(tmp_path / "r")

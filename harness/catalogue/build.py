@@ -22,6 +22,7 @@ import pandas as pd
 from harness.analysis import dataset
 from harness.analysis import plots as plotting
 from harness.analysis.protocols import KeptModels, evaluate_and_save, fit_and_evaluate
+from harness.analysis.reference import directions
 from harness.analysis.runs import RunSet, cell_slug
 from harness.catalogue.agreement import backend_agreement, backend_notes
 from harness.catalogue.baselines import healthy_baselines
@@ -35,7 +36,8 @@ from harness.catalogue.rows import Catalogue, CatalogueTables, agreement_frame, 
 from harness.catalogue.settings import CatalogueSettings
 from harness.catalogue.views import view_manifestation, views_frame
 from harness.config import ConfigError
-from harness.store import atomic_write_bytes, atomic_write_parquet
+from harness.detection.diagnosis import DIRECTIONS_FILE
+from harness.store import atomic_write_bytes, atomic_write_json, atomic_write_parquet
 
 
 def build(rs: RunSet, n_mc: int = 20000, seed: int = 0, detectors: bool = True, frames: Frames | None = None,
@@ -187,6 +189,7 @@ def write(settings: CatalogueSettings) -> dict[str, Path]:
     if not cat.empty:
         atomic_write_parquet(out_dir / "catalogue.parquet", cat)
         written["catalogue"] = out_dir / "catalogue.parquet"
+        written["directions"] = write_directions(out_dir, cat)
     atomic_write_parquet(out_dir / "baselines.parquet", baselines)
     agreement = agreement_frame(backend_agreement(catalogue.cells))
     if not agreement.empty:
@@ -198,6 +201,15 @@ def write(settings: CatalogueSettings) -> dict[str, Path]:
     if settings.dataset:
         written.update(dataset.write(rs, settings.results_dir / "dataset", build_command))
     return written
+
+
+def write_directions(out_dir: Path, cat: pd.DataFrame) -> Path:
+    """Write ``model/directions.json``: per algorithm and fault, the direction in which the fault moves each
+    metric against its healthy twin (:func:`harness.analysis.reference.directions`), what ``rlfh-diagnose
+    reference=PATH`` ranks faults by; published into the package with the model."""
+    path = out_dir / DIRECTIONS_FILE
+    atomic_write_json(path, directions(cat))
+    return path
 
 
 def render(results_dir: Path) -> dict[str, Path]:
@@ -216,7 +228,7 @@ def render(results_dir: Path) -> dict[str, Path]:
     scores = read_table(out_dir / "model" / "scores.parquet")
     if scores is not None and "per_class" in scores:
         scores["per_class"] = scores["per_class"].map(lambda v: json.loads(v) if isinstance(v, str) else None)
-    written: dict[str, Path] = {}
+    written: dict[str, Path] = {"directions": write_directions(out_dir, cat)}
     plots: dict[str, str] = {}
     if not tables.signatures.empty:
         plots.update(plotting.summary_plots(tables.cells, tables.signatures, out_dir / "plots", render_command))

@@ -20,17 +20,17 @@ from omegaconf import DictConfig
 
 from harness.analysis.model import check_kind, load_models
 from harness.analysis.protocols import KeptModels
-from harness.catalogue.build import check_examples, refit, render, write
+from harness.catalogue.build import check_examples, refit, render, write, write_directions
 from harness.catalogue.parts import BUILD_FILE, merge
 from harness.catalogue.settings import CatalogueSettings
 from harness.commands.app import run_app
 from harness.config import CONF_DIR, ConfigError
-from harness.detection.diagnosis import MODEL_FILE, PACKAGED_MODEL
+from harness.detection.diagnosis import DIRECTIONS_FILE, MODEL_FILE, PACKAGED_MODEL
 from harness.pipeline.compose import make_experiment, override_value
 from harness.store import atomic_write_bytes
 
 #: what the package ships of a built model (examples.parquet and scores.parquet stay in results_dir)
-PUBLISHED = (MODEL_FILE.name, "model_card.json")
+PUBLISHED = (MODEL_FILE.name, "model_card.json", DIRECTIONS_FILE.name)
 
 
 def publish_mode(cfg: DictConfig) -> bool | str:
@@ -55,11 +55,17 @@ def render_mode(cfg: DictConfig) -> bool:
 def publish(results_dir: Path) -> list[Path]:
     """Copy the model built under ``results_dir/catalogue/model/`` into the package (harness/data/model/,
     :data:`PACKAGED_MODEL`'s directory), where rlfh-diagnose reads it when no results_dir has its own;
-    refuses a model this code cannot read."""
+    refuses a model this code cannot read. The catalogue's fault directions (``directions.json``, what
+    ``reference=`` ranks by) go with it, written from catalogue.parquet first when a build left none."""
     source = results_dir / "catalogue" / MODEL_FILE
     load_models(source)              # a ConfigError (one line) for a missing, foreign or stale model
+    cat = results_dir / "catalogue" / "catalogue.parquet"
+    if not (results_dir / "catalogue" / DIRECTIONS_FILE).exists() and cat.exists():
+        write_directions(results_dir / "catalogue", pd.read_parquet(cat))
     written = []
     for name in PUBLISHED:
+        if not (source.parent / name).exists() and name == DIRECTIONS_FILE.name:
+            continue                 # no catalogue beside this model: nothing to rank a reference comparison by
         target = PACKAGED_MODEL.parent / name
         atomic_write_bytes(target, (source.parent / name).read_bytes())
         written.append(target)

@@ -19,6 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from harness.analysis import evidence
 from harness.analysis.model import load_models
+from harness.analysis.reference import Comparison
 from harness.commands.app import check_algorithm, renamed, run_app
 from harness.config import CONF_DIR, ConfigError, did_you_mean
 from harness.detection.diagnosis import (
@@ -27,6 +28,7 @@ from harness.detection.diagnosis import (
     TOO_SHORT,
     UNKNOWN,
     Diagnosis,
+    compare_logs,
     diagnose_log,
     find_model,
 )
@@ -78,16 +80,37 @@ def read(cfg: DictConfig) -> LoadedLog:
 #: the command line's log, read and diagnosed once: the check before Hydra runs (validate) does the
 #: work, the command (app) prints it (reading a TRL checkpoint's training_args.bin imports transformers)
 _DONE: dict[str, tuple[LoadedLog, Diagnosis]] = {}
+_COMPARED: dict[str, tuple[LoadedLog, Comparison] | None] = {}
+
+
+def _key(cfg: DictConfig) -> str:
+    return OmegaConf.to_yaml({k: v for k, v in cfg.items() if k not in ("output", "top")})
 
 
 def diagnosed(cfg: DictConfig) -> tuple[LoadedLog, Diagnosis]:
     """The log ``cfg`` names, read, and its diagnosis: computed once per configuration (the check before
     Hydra runs and the command share it; tests call it to diagnose in process as the command does)."""
-    key = OmegaConf.to_yaml({k: v for k, v in cfg.items() if k not in ("output", "top")})
+    key = _key(cfg)
     if key not in _DONE:
         log = read(cfg)
         _DONE[key] = (log, diagnose_log(log, load_models(model_file(cfg)), cfg.n_actions, cfg.optimizer_steps))
     return _DONE[key]
+
+
+def compared(cfg: DictConfig) -> tuple[LoadedLog, Comparison] | None:
+    """With ``reference=PATH``: the reference log, read as the log is (its dialect and algorithm detected
+    on its own; algo= sets both), and the log compared with it; None without ``reference``."""
+    key = _key(cfg)
+    if key not in _COMPARED:
+        _COMPARED[key] = None
+        if cfg.get("reference") is not None:
+            log, _ = diagnosed(cfg)
+            try:
+                ref = load_log(cfg.reference, "auto", config=hyperparameters(cfg), algo=cfg.algorithm)
+            except ConfigError as exc:
+                raise ConfigError(f"reference={cfg.reference}: {str(exc).removeprefix(f'log={cfg.reference}: ')}") from None
+            _COMPARED[key] = (ref, compare_logs(log, ref, model_file(cfg)))
+    return _COMPARED[key]
 
 
 def validate(cfg: DictConfig) -> None:
@@ -97,6 +120,7 @@ def validate(cfg: DictConfig) -> None:
     for note in settle(cfg):         # before the checks below, so it shows beside any error they raise
         print(note, file=sys.stderr)
     diagnosed(cfg)
+    compared(cfg)
 
 
 #: what a logged row holds when a framework logs every k-th training step
@@ -193,6 +217,51 @@ def report(d: Diagnosis, top: int) -> list[str]:
     return lines
 
 
+def against_reference(cfg: DictConfig, ref: LoadedLog, c: Comparison, top: int) -> list[str]:
+    """The comparison with the reference run, after the log's own answer."""
+    lines = ["", f"against the reference run {cfg.reference} ({ref.profile}; {len(ref.metrics)} training steps), "
+             f"over the {c.span} steps both logs cover:"]
+    lines += [f"  note: {n}" for n in c.notes]
+    if c.config:
+        lines.append("  configuration differs (this run vs the reference): "
+                     + ", ".join(f"{k} {a} vs {b}" for k, (a, b) in c.config.items())
+                     + " -- the differences below may come from that")
+    if not c.metrics:
+        lines.append("  no metric both logs carry could be compared")
+        return lines
+    if not c.differing:
+        lines.append(f"  no metric differs beyond seed noise (|2 AUROC - 1| >= {c.threshold:.2f}) in the "
+                     f"{len(c.metrics)} compared: {', '.join(m.metric for m in c.metrics)}")
+        lines.append("  a fault whose catalogue runs differ from their twins in none of these cannot show here")
+        return lines
+    lines.append(f"  differs beyond seed noise (|2 AUROC - 1| >= {c.threshold:.2f}; {len(c.differing)} of "
+                 f"{len(c.metrics)} compared):")
+    lines += [f"    {m.describe()}" for m in c.differing]
+    alike = [m.metric for m in c.metrics if not m.differs]
+    if alike:
+        lines.append("  alike: " + ", ".join(alike))
+    if not c.ranking:
+        lines.append("  no known fault's catalogue cells are nearer these differences than no difference at all")
+    else:
+        lines.append("  known faults that move these metrics this way against their healthy twins (catalogue; "
+                     "distance: RMS of the differences between this run's effects (2 AUROC - 1) and those of the fault's nearest "
+                     f"catalogue cell, 0 = the same pattern; no difference at all would be {c.healthy_distance:.2f}):")
+        for m in c.ranking[:top]:
+            lines.append(f"    {m.fault:28s} {m.score:.2f} ({m.setup})  agree: {', '.join(m.agree) or '-'}"
+                         + (f"; opposite: {', '.join(m.disagree)}" if m.disagree else "")
+                         + (f"; expected but alike: {', '.join(m.absent)}" if m.absent else ""))
+    return lines
+
+
+def comparison_json(cfg: DictConfig, ref: LoadedLog, c: Comparison) -> dict[str, Any]:
+    return {"log": str(cfg.reference), "profile": ref.profile, "span": c.span, "threshold": c.threshold,
+            "notes": list(c.notes), "config_differences": {k: list(v) for k, v in c.config.items()},
+            "metrics": [{"metric": m.metric, "auroc": m.auroc, "run_median": m.run_median,
+                         "reference_median": m.reference_median, "differs": m.differs} for m in c.metrics],
+            "ranking": [{"fault": m.fault, "distance": m.score, "cell": m.setup, "agree": list(m.agree), "opposite": list(m.disagree),
+                         "expected_but_alike": list(m.absent)} for m in c.ranking]}
+
+
 def as_json(cfg: DictConfig, log: LoadedLog, d: Diagnosis) -> dict[str, Any]:
     """The machine-readable answer (a stable contract for scripts)."""
     r = d.result
@@ -205,7 +274,8 @@ def as_json(cfg: DictConfig, log: LoadedLog, d: Diagnosis) -> dict[str, Any]:
             "evidence": r.evidence,
             "probabilities": r.probabilities, "model_probabilities": r.model_probabilities, "ranking": ranking,
             "expected_signature": d.expected, "fired": {n: res.evidence for n, res in d.fired.items()},
-            "notes": list(log.notes)}
+            "notes": list(log.notes),
+            "reference": comparison_json(cfg, *compared(cfg)) if compared(cfg) else None}
 
 
 @hydra.main(config_path=str(CONF_DIR), config_name="diagnose", version_base=None)
@@ -215,7 +285,11 @@ def app(cfg: DictConfig) -> None:
     if cfg.output == "json":
         print(json.dumps(as_json(cfg, log, d), indent=2, default=float))
         return
-    print("\n".join(describe(log, cfg) + report(d, cfg.top)))
+    lines = describe(log, cfg) + report(d, cfg.top)
+    pair = compared(cfg)
+    if pair is not None:
+        lines += against_reference(cfg, *pair, cfg.top)
+    print("\n".join(lines))
 
 
 def main() -> None:

@@ -12,6 +12,7 @@ expected signature is among them.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,11 +24,15 @@ from harness.analysis import evidence, signatures
 from harness.analysis.examples import VIEWS
 from harness.analysis.features import features
 from harness.analysis.model import HEALTHY, TOO_SHORT, UNKNOWN, Answer, DiagnosisModel, load_models
+from harness.analysis.reference import Comparison, compare
 from harness.config import ConfigError
 from harness.logs import LoadedLog, load_log
 from harness.metrics import CANONICAL
 
 MODEL_FILE = Path("model") / "diagnosis.joblib"       # inside the catalogue directory
+#: per algorithm, fault and metric, the direction the fault moves the metric against its healthy twin
+#: (written beside the model by the catalogue build and render=only; read by diagnose reference=PATH)
+DIRECTIONS_FILE = Path("model") / "directions.json"
 #: the published diagnosis model, shipped in the package (a copy of results/catalogue/model/ made by
 #: ``python -m harness.catalogue publish=true``): what diagnose reads where no results_dir has its own
 PACKAGED_MODEL = Path(__file__).resolve().parents[1] / "data" / MODEL_FILE
@@ -51,6 +56,29 @@ def find_model(results_dir: str | Path = "results", catalogue: str | Path | None
         return model_path(catalogue)
     own = Path(results_dir) / "catalogue" / MODEL_FILE
     return own if own.exists() else PACKAGED_MODEL
+
+
+def load_directions(model_file: Path, algo: str) -> dict[str, dict[str, dict[str, float]]]:
+    """The catalogue's fault directions of ``algo`` (:data:`DIRECTIONS_FILE`, beside ``model_file``)."""
+    path = model_file.with_name(DIRECTIONS_FILE.name)
+    if not path.exists():
+        raise ConfigError(f"{path}: no such file (the catalogue's fault directions, which reference= compares "
+                          "against; python -m harness.catalogue render=only writes them beside its model)")
+    try:
+        table = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{path}: unreadable ({exc}); python -m harness.catalogue render=only writes it anew") from None
+    return table.get(algo, {})
+
+
+def compare_logs(log: LoadedLog, reference: LoadedLog, model_file: Path) -> Comparison:
+    """``log`` against a healthy ``reference`` run (:mod:`harness.analysis.reference`), ranked against the
+    catalogue's fault directions of the log's algorithm."""
+    if reference.algo != log.algo:
+        raise ConfigError(f"the reference log is a {reference.algo} run and the log a {log.algo} run: compare "
+                          "runs of one algorithm (algo= sets both)")
+    return compare(log.metrics, reference.metrics, load_directions(model_file, log.algo), log.config,
+                   reference.config)
 
 
 def context(log: LoadedLog, n_actions: int | None = None, optimizer_steps: int | None = None) -> dict[str, Any]:
@@ -164,5 +192,5 @@ def diagnose(log_path: str | Path, profile: str | dict[str, Any] = "auto", catal
     return log, diagnose_log(log, load_models(find_model(results_dir, catalogue)), n_actions, optimizer_steps)
 
 
-__all__ = ["HEALTHY", "PACKAGED_MODEL", "TOO_SHORT", "UNKNOWN", "Diagnosis", "answer_frame", "diagnose", "diagnose_log",
+__all__ = ["DIRECTIONS_FILE", "HEALTHY", "PACKAGED_MODEL", "compare_logs", "load_directions", "TOO_SHORT", "UNKNOWN", "Diagnosis", "answer_frame", "diagnose", "diagnose_log",
            "find_model", "log_signatures", "model_path"]
