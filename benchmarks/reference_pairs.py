@@ -1,7 +1,8 @@
 """``rlfh-diagnose log=RUN reference=HEALTHY`` scored: a run against a healthy run of the same
 configuration (harness/analysis/reference.py).
 
-    python benchmarks/reference_pairs.py --runs PAIRS/runs [--sb3 results/realworld/sb3] [--record]
+    python benchmarks/reference_pairs.py --runs PAIRS/runs [--sb3 results/realworld/sb3]
+                                         [--cleanrl results/realworld/cleanrl] [--record]
 
 Two sets of pairs, neither used to build the catalogue the faults are ranked against:
 
@@ -14,12 +15,14 @@ Two sets of pairs, neither used to build the catalogue the faults are ranked aga
   held-out ones. Faults are ranked twice: against every catalogue cell (Acrobot's cells were built
   from other seeds of the same configuration) and against the cells of the other envs only (a
   configuration the catalogue never saw).
-- **stable-baselines3's own logs** (``--sb3``: benchmarks/realworld/sb3_runs.py's output, SB3's
-  progress.csv): each bug's log (seed 0) against the healthy log of its env with seed 0 and with seed
-  1; healthy pairs: seed 0 against seeds 1-4 of the same env. A test set: nothing here is fitted on it.
+- **The frameworks' own logs** (``--sb3``: benchmarks/realworld/sb3_runs.py's output, SB3's
+  progress.csv; ``--cleanrl``: cleanrl_runs.py's, the TensorBoard run directory): each bug's log against
+  the healthy log of its env (and script) with the same seed and with the first healthy seed no bug log
+  has (SB3: seed 0 and seed 1; CleanRL: seed 2 or 3, and seed 4); healthy pairs: every healthy log
+  against the smallest healthy seed's. A test set: nothing here is fitted on it.
 
 Beside the comparison, in the same table: always "alike" and always "differs" (detection), a random
-ranking (expected top-1 1/K, top-3 3/K over the K faults ranked) and, on SB3's logs, the single-log
+ranking (expected top-1 1/K, top-3 3/K over the K faults ranked) and, on the frameworks' logs, the single-log
 diagnosis of the faulty log alone (its answer, or the answer's class, is the fault).
 
 Training the harness pairs (about 70 s per fault on 2 busy cores; twins once per env):
@@ -59,14 +62,16 @@ GRID = [round(x, 2) for x in np.arange(0.30, 1.0001, 0.05)]
 
 
 def harness_runs(runs: Path) -> pd.DataFrame:
-    """One row per stored complete run: run_id, fault, env, seed, path."""
+    """One row per stored complete run: run_id, fault, env, seed, setting (the algorithm's and env's
+    configuration: a fault and its healthy twins share it), path."""
     rows = []
     for meta_path in sorted(runs.glob("*/meta.json")):
         meta = json.loads(meta_path.read_text())
         if meta.get("status") != "ok" or meta.get("algo") != "ppo" or not (meta_path.parent / "metrics.parquet").exists():
             continue
+        setting = json.dumps({k: meta["config"].get(k) for k in ("algo", "env")}, sort_keys=True)
         rows.append({"run_id": meta["run_id"], "fault": meta["fault"], "env": meta["env"], "seed": int(meta["seed"]),
-                     "onset": meta.get("onset_update", 0), "path": meta_path.parent})
+                     "setting": setting, "onset": meta.get("onset_update", 0), "path": meta_path.parent})
     return pd.DataFrame(rows)
 
 
@@ -99,7 +104,7 @@ def harness_pairs(runs: Path, cells: dict[str, Any]) -> tuple[float, list[dict[s
     healthy = table[table.fault == "none"]
     frames = {r.run_id: pd.read_parquet(r.path / "metrics.parquet") for r in table.itertuples()}
     per_env: dict[str, list[float]] = defaultdict(list)
-    for env, g in healthy.groupby("env"):
+    for (env, _), g in healthy.groupby(["env", "setting"]):       # pairs of one configuration
         for a, b in itertools.combinations(g.sort_values("seed").itertuples(), 2):
             per_env[str(env)].append(max_effect(frames[a.run_id], frames[b.run_id]))
     fitting = [m for env, ms in per_env.items() if env != HELD_OUT_ENV for m in ms]
@@ -108,8 +113,11 @@ def harness_pairs(runs: Path, cells: dict[str, Any]) -> tuple[float, list[dict[s
     records = []
     for m in per_env.get(HELD_OUT_ENV, []):
         records.append({"fault": "healthy", "pair": "healthy", "detected": m >= threshold})
-    twins = {int(r.seed): r.run_id for r in healthy[healthy.env == HELD_OUT_ENV].itertuples()}
+    twins_of = {(r.setting, int(r.seed)): r.run_id for r in healthy.itertuples()}
     for r in table[(table.env == HELD_OUT_ENV) & (table.fault != "none")].itertuples():
+        twins = {seed: run_id for (setting, seed), run_id in twins_of.items() if setting == r.setting}
+        if not twins:
+            continue
         for kind, seed in (("same seed", r.seed), ("another seed", r.seed + 1 if r.seed + 1 in twins else min(twins))):
             if seed not in twins:
                 continue
@@ -124,9 +132,11 @@ def harness_pairs(runs: Path, cells: dict[str, Any]) -> tuple[float, list[dict[s
     return threshold, records, fit
 
 
-def sb3_pairs(root: Path, cells: dict[str, Any], threshold: float, model_file: Path) -> list[dict[str, Any]]:
-    """SB3's own logs: each bug's seed-0 log against its env's healthy seed 0 and seed 1; healthy seed 0
-    against seeds 1-4; the single-log diagnosis of each faulty log beside."""
+def framework_pairs(root: Path, cells: dict[str, Any], threshold: float, model_file: Path) -> list[dict[str, Any]]:
+    """A framework's own logs (benchmarks/realworld's layout: labels.json with env, seed, fault and, for
+    CleanRL, script): each bug's log against the healthy log of its env and script with the same seed and
+    with the first healthy seed no bug log has; healthy pairs: every healthy log against the smallest
+    healthy seed's; the single-log diagnosis of each faulty log beside."""
     from harness.analysis.model import load_models
     from harness.detection.diagnosis import diagnose_log
     from harness.logs import load_log
@@ -134,22 +144,26 @@ def sb3_pairs(root: Path, cells: dict[str, Any], threshold: float, model_file: P
     labels = json.loads((root / "labels.json").read_text())
     models = load_models(model_file)
     logs = {rel: load_log(root / rel) for rel in labels}
-    healthy = {(v["env"], v["seed"]): rel for rel, v in labels.items() if v["fault"] == "healthy"}
+
+    def group(v: dict[str, Any]) -> tuple[str, str]:
+        return (v["env"], v.get("script", ""))
+
+    healthy = {(*group(v), int(v["seed"])): rel for rel, v in labels.items() if v["fault"] == "healthy"}
+    fault_seeds = {int(v["seed"]) for v in labels.values() if v["fault"] != "healthy"}
     records = []
-    for (env, seed), rel in healthy.items():
-        if seed == 0:
-            continue
-        base = healthy.get((env, 0))
-        if base:
+    for (env, script, _seed), rel in sorted(healthy.items()):
+        base = healthy[(env, script, min(s for e, sc, s in healthy if (e, sc) == (env, script)))]
+        if rel != base:
             c = compare(logs[rel].metrics, logs[base].metrics, cells, logs[rel].config, logs[base].config, threshold)
             records.append({"fault": "healthy", "pair": "healthy", "detected": bool(c.differing), "env": env})
-    for rel, v in labels.items():
-        if v["fault"] == "healthy" or v["seed"] != 0:
+    for rel, v in sorted(labels.items()):
+        if v["fault"] == "healthy":
             continue
         d = diagnose_log(logs[rel], models)
         single = {"answer": d.result.answer, "members": list(d.result.members)}
-        for kind, seed in (("same seed", 0), ("another seed", 1)):
-            ref = healthy.get((v["env"], seed))
+        others = sorted(s for e, sc, s in healthy if (e, sc) == group(v) and s not in fault_seeds)
+        for kind, seed in (("same seed", int(v["seed"])), ("another seed", others[0] if others else None)):
+            ref = healthy.get((*group(v), seed)) if seed is not None else None
             if ref is None:
                 continue
             rec = scored_pair(logs[rel].metrics, logs[ref].metrics, v["fault"], cells, threshold, kind)
@@ -247,6 +261,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=Path, required=True, help="the harness pairs' run store (PAIRS/runs)")
     parser.add_argument("--sb3", type=Path, help="benchmarks/realworld/sb3_runs.py's output directory")
+    parser.add_argument("--cleanrl", type=Path, help="benchmarks/realworld/cleanrl_runs.py's output directory")
     parser.add_argument("--catalogue", type=Path, default=ROOT / "results" / "catalogue" / "catalogue.parquet")
     parser.add_argument("--model", type=Path, default=ROOT / "harness" / "data" / "model" / "diagnosis.joblib")
     parser.add_argument("--record", action="store_true")
@@ -260,12 +275,17 @@ def main() -> None:
         "about": f"Held-out env: {HELD_OUT_ENV} (the threshold was fitted on the other envs' healthy pairs).",
         "summary": summary(records), "per_fault": per_fault(records)}}
     print(f"threshold {threshold:.2f} ({fit['fitting_pairs']} fitting pairs)")
-    if args.sb3:
-        sb3 = sb3_pairs(args.sb3, cells, threshold, args.model)
-        sets["stable-baselines3's own logs (benchmarks/realworld, progress.csv)"] = {
-            "about": "A test set: SB3 2.9's PPO at its defaults, bugs introduced as users do "
-                     "(benchmarks/realworld/README.md); nothing was fitted on these logs.",
-            "summary": summary(sb3), "per_fault": per_fault(sb3)}
+    about = {"sb3": ("stable-baselines3's own logs (benchmarks/realworld, progress.csv)",
+                     "A test set: SB3 2.9's PPO at its defaults on CartPole, Acrobot, LunarLander and Pendulum, bugs "
+                     "introduced as users do (benchmarks/realworld/README.md); nothing was fitted on these logs."),
+             "cleanrl": ("CleanRL's own logs (benchmarks/realworld, the TensorBoard run directory)",
+                         "A test set: CleanRL's ppo.py on CartPole at its defaults, bugs introduced as users do "
+                         "(flags and code edits: benchmarks/realworld/README.md); nothing was fitted on these logs.")}
+    for key, root in (("sb3", args.sb3), ("cleanrl", args.cleanrl)):
+        if root is None:
+            continue
+        recs = framework_pairs(root, cells, threshold, args.model)
+        sets[about[key][0]] = {"about": about[key][1], "summary": summary(recs), "per_fault": per_fault(recs)}
     for name, s in sets.items():
         print(name)
         for r in s["summary"]:

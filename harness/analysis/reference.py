@@ -34,7 +34,7 @@ from scipy.stats import rankdata
 
 MIN_VALUES = 5              # finite values each log needs in the shared span for a metric to be compared
 #: |2 AUROC - 1| at or above which a metric differs from the reference's (benchmarks/reference_pairs.py)
-THRESHOLD = 0.9
+THRESHOLD = 0.85
 DIRECTION_MIN = 0.5         # |catalogue effect| at which a fault's metric is listed as agreeing / opposite / absent
 #: not compared as metrics: settings (compared as configuration) and bookkeeping
 NOT_COMPARED = frozenset({"update", "step", "env_step", "fault_active", "lr", "clip_range", "optimizer_steps"})

@@ -243,9 +243,9 @@ def against_reference(cfg: DictConfig, ref: LoadedLog, c: Comparison, top: int) 
     if not c.ranking:
         lines.append("  no known fault's catalogue cells are nearer these differences than no difference at all")
     else:
-        lines.append("  known faults that move these metrics this way against their healthy twins (catalogue; "
-                     "distance: RMS of the differences between this run's effects (2 AUROC - 1) and those of the fault's nearest "
-                     f"catalogue cell, 0 = the same pattern; no difference at all would be {c.healthy_distance:.2f}):")
+        lines.append("  nearest known faults (each fault's catalogue runs against their healthy twins; RMS distance of the "
+                     f"effects 2 AUROC - 1, no difference at all = {c.healthy_distance:.2f}; a hint, weaker than the "
+                     "answer above: docs/diagnose.md#against-a-healthy-reference-run):")
         for m in c.ranking[:top]:
             lines.append(f"    {m.fault:28s} {m.score:.2f} ({m.setup})  agree: {', '.join(m.agree) or '-'}"
                          + (f"; opposite: {', '.join(m.disagree)}" if m.disagree else "")
