@@ -15,7 +15,7 @@ in canonical form (:class:`harness.logs.LoadedLog`):
 - each fault's *effects* come from the catalogue (:func:`directions`): per setup and metric, ``2 * AUROC -
   1`` of the fault's onset-0 seeds against their healthy twins;
 - when a metric differs, faults are ranked by the distance between the run's effects and theirs
-  (:func:`rank`), over every metric compared.
+  (:func:`rank`), over every metric compared; a fault none of whose strong effects shows here is left out.
 
 The configurations the two logs carry are compared as well: a setting that differs is itself a cause
 the comparison names first.
@@ -191,11 +191,12 @@ def rank(differences: list[MetricDifference],
     0, as a healthy pair sits near 0 on every metric). The lists name the metrics where that cell's effect
     reaches :data:`DIRECTION_MIN`: those that differ on its side (agree), on the other (opposite), and
     those that do not differ here (expected but alike). A fault whose nearest cell is no closer than no
-    effect at all (the origin, where a healthy pair sits) explains nothing and is left out."""
+    effect at all (the origin, where a healthy pair sits), or none of whose strong effects is among the
+    differences (nothing agrees), explains nothing and is left out."""
     run = np.array([d.effect for d in differences])
     none = float(np.sqrt(np.mean(run ** 2))) if len(run) else 0.0
     matches = [m for fault, cells in fault_cells.items()
-               if (m := _match(fault, differences, run, cells)) and m.score < none]
+               if (m := _match(fault, differences, run, cells)) and m.score < none and m.agree]
     return sorted(matches, key=lambda m: (m.score, m.fault))
 
 
