@@ -16,8 +16,8 @@ from harness.analysis.reference import (
     compare,
     config_differences,
     directions,
-    pair_auroc,
 )
+from harness.analysis.stats import auroc
 from harness.detection.diagnosis import PACKAGED_MODEL
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -41,10 +41,11 @@ CELLS = {"suppressed": {"ppo/x/native": {"approx_kl": -1.0, "return_mean": -0.6,
          "quiet": {"ppo/x/native": {"approx_kl": -0.1}}}
 
 
-def test_pair_auroc():
-    assert pair_auroc(np.array([3.0, 4.0]), np.array([1.0, 2.0])) == 1.0
-    assert pair_auroc(np.array([1.0, 2.0]), np.array([3.0, 4.0])) == 0.0
-    assert pair_auroc(np.array([1.0, 2.0]), np.array([1.0, 2.0])) == 0.5
+def test_metrics_are_compared_by_auroc():
+    """The statistic a metric is compared by (harness.analysis.stats.auroc, ties counted half)."""
+    assert auroc(np.array([3.0, 4.0]), np.array([1.0, 2.0])) == 1.0
+    assert auroc(np.array([1.0, 2.0]), np.array([3.0, 4.0])) == 0.0
+    assert auroc(np.array([1.0, 2.0]), np.array([1.0, 2.0])) == 0.5
 
 
 def test_two_healthy_seeds_are_alike():
@@ -96,9 +97,9 @@ def test_configuration_differences():
 
 def test_directions_keep_each_setup_and_only_onset_zero():
     rows = []
-    for setup, auroc in (("ppo/acrobot/native", 1.0), ("ppo/cartpole/native", 0.0)):
+    for setup, cell_auroc in (("ppo/acrobot/native", 1.0), ("ppo/cartpole/native", 0.0)):
         rows.append({"kind": "metric", "onset_kind": "0", "algo": "ppo", "fault": "f", "setup": setup,
-                     "name": "length_mean", "auroc": auroc})
+                     "name": "length_mean", "auroc": cell_auroc})
     rows.append({"kind": "metric", "onset_kind": "mid", "algo": "ppo", "fault": "f", "setup": "ppo/acrobot/native",
                  "name": "entropy", "auroc": 0.0})
     rows.append({"kind": "metric", "onset_kind": "0", "algo": "ppo", "fault": "f", "setup": "ppo/acrobot/native",

@@ -30,7 +30,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy.stats import rankdata
+
+from harness.analysis.stats import auroc
 
 MIN_VALUES = 5              # finite values each log needs in the shared span for a metric to be compared
 #: |2 AUROC - 1| at or above which a metric differs from the reference's (benchmarks/reference_pairs.py)
@@ -94,18 +95,16 @@ class Comparison:
     @property
     def healthy_distance(self) -> float:
         """The distance of a pattern with no effect at all (a healthy pair's) from the run's effects."""
-        return float(np.sqrt(np.mean([m.effect ** 2 for m in self.metrics]))) if self.metrics else math.nan
+        return _rms(np.array([m.effect for m in self.metrics])) if self.metrics else math.nan
 
     @property
     def alike(self) -> bool:
         return not self.differing and not self.config
 
 
-def pair_auroc(a: np.ndarray, b: np.ndarray) -> float:
-    """P(a > b) + P(a = b) / 2 over all pairs (the Mann-Whitney statistic, ties counted half)."""
-    ranks = rankdata(np.concatenate([a, b]))
-    n_a, n_b = len(a), len(b)
-    return float((ranks[:n_a].sum() - n_a * (n_a + 1) / 2) / (n_a * n_b))
+def _rms(x: np.ndarray) -> float:
+    """Root mean square: the distance of an effect pattern from another (of their difference) or from none."""
+    return float(np.sqrt(np.mean(x ** 2)))
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -136,9 +135,8 @@ def metric_differences(run: pd.DataFrame, reference: pd.DataFrame, metrics: Iter
         a, b = a[np.isfinite(a)], b[np.isfinite(b)]
         if len(a) < MIN_VALUES or len(b) < MIN_VALUES:
             continue
-        auroc = pair_auroc(a, b)
-        out.append(MetricDifference(m, auroc, float(np.median(a)), float(np.median(b)),
-                                    abs(2 * auroc - 1) >= threshold))
+        p = auroc(a, b)             # P(run's value > reference's), ties half, over pairs of per-update values
+        out.append(MetricDifference(m, p, float(np.median(a)), float(np.median(b)), abs(2 * p - 1) >= threshold))
     return out, int(min(len(a_rows), len(b_rows)))
 
 
@@ -170,7 +168,7 @@ def _match(fault: str, differences: list[MetricDifference], run: np.ndarray,
         if not any(n in effects for n in names):
             continue
         f = np.array([float(effects.get(n, 0.0)) for n in names])
-        dist = float(np.sqrt(np.mean((run - f) ** 2)))
+        dist = _rms(run - f)
         if best is None or dist < best[0]:
             best = (dist, setup, f)
     if best is None:
@@ -194,7 +192,7 @@ def rank(differences: list[MetricDifference],
     effect at all (the origin, where a healthy pair sits), or none of whose strong effects is among the
     differences (nothing agrees), explains nothing and is left out."""
     run = np.array([d.effect for d in differences])
-    none = float(np.sqrt(np.mean(run ** 2))) if len(run) else 0.0
+    none = _rms(run) if len(run) else 0.0
     matches = [m for fault, cells in fault_cells.items()
                if (m := _match(fault, differences, run, cells)) and m.score < none and m.agree]
     return sorted(matches, key=lambda m: (m.score, m.fault))
@@ -214,10 +212,9 @@ def compare(run: pd.DataFrame, reference: pd.DataFrame,
     longer, shorter = max(len(run), len(reference)), min(len(run), len(reference))
     if shorter < 0.5 * longer:
         notes.append(f"compared over the first {shorter} of {longer} updates (the shorter log's length)")
-    ranking = rank(diffs, fault_directions) if any(d.differs for d in diffs) else []
-    return Comparison(diffs, config_differences(run_config or {}, reference_config or {}), ranking, span,
-                      threshold, notes)
+    return Comparison(diffs, config_differences(run_config or {}, reference_config or {}),
+                      rank(diffs, fault_directions), span, threshold, notes)     # empty unless a metric differs
 
 
 __all__ = ["DIRECTION_MIN", "MIN_VALUES", "THRESHOLD", "Comparison", "FaultMatch", "MetricDifference", "compare",
-           "config_differences", "directions", "metric_differences", "pair_auroc", "rank"]
+           "config_differences", "directions", "metric_differences", "rank"]

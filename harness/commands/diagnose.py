@@ -80,7 +80,7 @@ def read(cfg: DictConfig) -> LoadedLog:
 #: the command line's log, read and diagnosed once: the check before Hydra runs (validate) does the
 #: work, the command (app) prints it (reading a TRL checkpoint's training_args.bin imports transformers)
 _DONE: dict[str, tuple[LoadedLog, Diagnosis]] = {}
-_COMPARED: dict[str, tuple[LoadedLog, Comparison] | None] = {}
+_COMPARED: dict[str, tuple[LoadedLog, Comparison]] = {}
 
 
 def _key(cfg: DictConfig) -> str:
@@ -100,16 +100,16 @@ def diagnosed(cfg: DictConfig) -> tuple[LoadedLog, Diagnosis]:
 def compared(cfg: DictConfig) -> tuple[LoadedLog, Comparison] | None:
     """With ``reference=PATH``: the reference log, read as the log is (its dialect and algorithm detected
     on its own; algo= sets both), and the log compared with it; None without ``reference``."""
+    if cfg.get("reference") is None:
+        return None
     key = _key(cfg)
     if key not in _COMPARED:
-        _COMPARED[key] = None
-        if cfg.get("reference") is not None:
-            log, _ = diagnosed(cfg)
-            try:
-                ref = load_log(cfg.reference, "auto", config=hyperparameters(cfg), algo=cfg.algorithm)
-            except ConfigError as exc:
-                raise ConfigError(f"reference={cfg.reference}: {str(exc).removeprefix(f'log={cfg.reference}: ')}") from None
-            _COMPARED[key] = (ref, compare_logs(log, ref, model_file(cfg)))
+        log, _ = diagnosed(cfg)
+        try:
+            ref = load_log(cfg.reference, "auto", config=hyperparameters(cfg), algo=cfg.algorithm)
+        except ConfigError as exc:
+            raise ConfigError(f"reference={cfg.reference}: {str(exc).removeprefix(f'log={cfg.reference}: ')}") from None
+        _COMPARED[key] = (ref, compare_logs(log, ref, model_file(cfg)))
     return _COMPARED[key]
 
 
@@ -265,6 +265,7 @@ def comparison_json(cfg: DictConfig, ref: LoadedLog, c: Comparison) -> dict[str,
 def as_json(cfg: DictConfig, log: LoadedLog, d: Diagnosis) -> dict[str, Any]:
     """The machine-readable answer (a stable contract for scripts)."""
     r = d.result
+    pair = compared(cfg)
     ranking = [{"fault": k, "probability": v, "score": v} for k, v in list(r.probabilities.items())[: cfg.top]]
     return {"log": str(cfg.log), "model_file": str(model_file(cfg)), "profile": log.profile, "detected": log.detected, "algo": log.algo,
             "view": d.view, "n_steps": r.n_rows, "answer": r.answer, "kind": r.kind, "probability": r.probability,
@@ -275,7 +276,7 @@ def as_json(cfg: DictConfig, log: LoadedLog, d: Diagnosis) -> dict[str, Any]:
             "probabilities": r.probabilities, "model_probabilities": r.model_probabilities, "ranking": ranking,
             "expected_signature": d.expected, "fired": {n: res.evidence for n, res in d.fired.items()},
             "notes": list(log.notes),
-            "reference": comparison_json(cfg, *compared(cfg)) if compared(cfg) else None}
+            "reference": comparison_json(cfg, *pair) if pair else None}
 
 
 @hydra.main(config_path=str(CONF_DIR), config_name="diagnose", version_base=None)

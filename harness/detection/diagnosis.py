@@ -192,5 +192,5 @@ def diagnose(log_path: str | Path, profile: str | dict[str, Any] = "auto", catal
     return log, diagnose_log(log, load_models(find_model(results_dir, catalogue)), n_actions, optimizer_steps)
 
 
-__all__ = ["DIRECTIONS_FILE", "HEALTHY", "PACKAGED_MODEL", "compare_logs", "load_directions", "TOO_SHORT", "UNKNOWN", "Diagnosis", "answer_frame", "diagnose", "diagnose_log",
-           "find_model", "log_signatures", "model_path"]
+__all__ = ["DIRECTIONS_FILE", "HEALTHY", "PACKAGED_MODEL", "TOO_SHORT", "UNKNOWN", "Diagnosis", "answer_frame", "compare_logs",
+           "diagnose", "diagnose_log", "find_model", "load_directions", "log_signatures", "model_path"]
