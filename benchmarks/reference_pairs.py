@@ -12,14 +12,16 @@ Two sets of pairs, neither used to build the catalogue the faults are ranked aga
   s+1 (another seed). The threshold (harness.analysis.reference.THRESHOLD) is fitted here: the
   smallest level on a 0.05 grid at which at most 10% of the healthy pairs of the fitting envs show a
   difference; the fitting envs are every env but Acrobot, whose healthy and faulty pairs are the
-  held-out ones. Faults are ranked twice: against every catalogue cell (Acrobot's cells were built
-  from other seeds of the same configuration) and against the cells of the other envs only (a
-  configuration the catalogue never saw).
+  held-out ones. Faults are ranked three times: against every catalogue cell (Acrobot's cells were
+  built from other seeds of the same configuration), against the cells of the other envs only (a
+  configuration the catalogue never saw), and against the run's env's cells only (an alternative
+  diagnose does not use: measured here and not adopted, docs/diagnose.md).
 - **The frameworks' own logs** (``--sb3``: benchmarks/realworld/sb3_runs.py's output, SB3's
   progress.csv; ``--cleanrl``: cleanrl_runs.py's, the TensorBoard run directory): each bug's log against
   the healthy log of its env (and script) with the same seed and with the first healthy seed no bug log
   has (SB3: seed 0 and seed 1; CleanRL: seed 2 or 3, and seed 4); healthy pairs: every healthy log
-  against the smallest healthy seed's. A test set: nothing here is fitted on it.
+  against the smallest healthy seed's. Ranked against every cell and, for comparison, against the run's
+  env's cells only (the env from labels.json). A test set: nothing here is fitted on it.
 
 Beside the comparison, in the same table: always "alike" and always "differs" (detection), a random
 ranking (expected top-1 1/K, top-3 3/K over the K faults ranked) and, on the frameworks' logs, the single-log
@@ -40,6 +42,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import re
 import subprocess
 import sys
 import time
@@ -59,6 +62,21 @@ from harness.analysis.reference import compare, directions, metric_differences  
 HELD_OUT_ENV = "acrobot"
 FALSE_ALARMS = 0.10
 GRID = [round(x, 2) for x in np.arange(0.30, 1.0001, 0.05)]
+
+
+def env_key(name: str) -> str:
+    """An env's name without namespace, version or case (``CartPole-v1`` -> ``cartpole``)."""
+    return re.sub(r"-v\d+$", "", str(name).rsplit("/", 1)[-1]).lower()
+
+
+def cells_of_env(cells: dict[str, Any], env: str | None) -> dict[str, Any]:
+    """Each fault's catalogue cells (setups ``algo/env/backend``) of ``env`` only, a fault with none left
+    out; every cell when ``env`` is None or the catalogue has no cell of it. The ranking diagnose does not
+    make (measured here, not adopted: docs/diagnose.md)."""
+    if env is None:
+        return cells
+    kept = {f: {s: e for s, e in c.items() if env_key(s.split("/")[1]) == env_key(env)} for f, c in cells.items()}
+    return {f: c for f, c in kept.items() if c} or cells
 
 
 def harness_runs(runs: Path) -> pd.DataFrame:
@@ -90,7 +108,8 @@ def fit_threshold(healthy_max: list[float]) -> float:
 
 
 def scored_pair(run: pd.DataFrame, ref: pd.DataFrame, fault: str, cells: dict[str, Any], threshold: float,
-                kind: str) -> dict[str, Any]:
+                kind: str, env: str | None = None) -> dict[str, Any]:
+    cells = cells_of_env(cells, env)
     c = compare(run, ref, cells, threshold=threshold)
     ranked = [m.fault for m in c.ranking]
     return {"fault": fault, "pair": kind, "detected": bool(c.differing), "n_differ": len(c.differing),
@@ -121,8 +140,9 @@ def harness_pairs(runs: Path, cells: dict[str, Any]) -> tuple[float, list[dict[s
         for kind, seed in (("same seed", r.seed), ("another seed", r.seed + 1 if r.seed + 1 in twins else min(twins))):
             if seed not in twins:
                 continue
-            for cat_name, cat in (("all cells", cells), ("other envs' cells", other_env)):
-                rec = scored_pair(frames[r.run_id], frames[twins[seed]], r.fault, cat, threshold, kind)
+            for cat_name, cat, env in (("all cells", cells, None), ("other envs' cells", other_env, None),
+                                       ("the run's env's cells (not used by diagnose)", cells, HELD_OUT_ENV)):
+                rec = scored_pair(frames[r.run_id], frames[twins[seed]], r.fault, cat, threshold, kind, env)
                 records.append({**rec, "cells": cat_name})
     fit = {"threshold": threshold, "fitting_pairs": len(fitting),
            "fitting_false_alarms": float(np.mean([m >= threshold for m in fitting])) if fitting else None,
@@ -166,10 +186,11 @@ def framework_pairs(root: Path, cells: dict[str, Any], threshold: float, model_f
             ref = healthy.get((*group(v), seed)) if seed is not None else None
             if ref is None:
                 continue
-            rec = scored_pair(logs[rel].metrics, logs[ref].metrics, v["fault"], cells, threshold, kind)
-            records.append({**rec, "cells": "all cells", "env": v["env"], "variant": v["variant"],
-                            "single_log": single,
-                            "single_log_named": v["fault"] == single["answer"] or v["fault"] in single["members"]})
+            named = v["fault"] == single["answer"] or v["fault"] in single["members"]
+            for cat_name, cat_env in (("all cells", None), ("the run's env's cells (not used by diagnose)", v["env"])):
+                rec = scored_pair(logs[rel].metrics, logs[ref].metrics, v["fault"], cells, threshold, kind, cat_env)
+                records.append({**rec, "cells": cat_name, "env": v["env"], "variant": v["variant"],
+                                "single_log": single, "single_log_named": named})
     return records
 
 
