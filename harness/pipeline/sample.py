@@ -246,18 +246,30 @@ class Space:
                 settings.append(setting)
         return settings[int(rng.integers(len(settings)))] if settings else {}
 
-    def _draw(self, index: int, rng: np.random.Generator, weights: np.ndarray) -> Spec:
+    def _draw(self, index: int, rng: np.random.Generator, weights: np.ndarray,
+              unrunnable: frozenset[str] = frozenset()) -> Spec:
         setup = self.setups[int(rng.choice(len(self.setups), p=weights / weights.sum()))]
         hp, env = self._hyperparameters(setup, rng)
         faults = self.applicable_faults(setup)
-        healthy = rng.random() < self.healthy_share or not faults or setup.get("healthy_only", False)
-        fault = "none" if healthy else self._least_drawn(setup["algo_name"], faults, rng)
+        choosable = [f for f in faults if f not in unrunnable]
+        healthy = rng.random() < self.healthy_share or not choosable or setup.get("healthy_only", False)
+        fault = "none" if healthy else self._least_drawn(setup["algo_name"], choosable, rng)
         params = self._fault_params(fault, setup, rng)
         if faults and not setup.get("healthy_only", False) and rng.random() < self.setting_share:
             hp = {**hp, **self._other_setting(setup, [f for f in faults if f != fault], rng)}
         run_seed = int(rng.integers(0, 2**31 - 1))
         return Spec(setup=setup, algo=hp, env=env, fault=fault, fault_params=params, onset=0, seed=run_seed,
                     index=index)
+
+    def _unrunnable(self, refused: Mapping[str, set[int]], weights: np.ndarray) -> frozenset[str]:
+        """Faults no draw could run yet and that every drawn setup they apply to has refused (e.g.
+        vf_clip_unscaled where every setup of a targeted sample clips the value, as CleanRL's do): left
+        out of the least-drawn choice, else such a fault would stay the least drawn and turn every later
+        draw healthy. A fault that has run once is never left out (the full sample draws as before)."""
+        drawable = [i for i, w in enumerate(weights) if w > 0]
+        return frozenset(f for f, where in refused.items()
+                         if not self.drawn[self.setups[next(iter(where))]["algo_name"], f]
+                         and all(i in where for i in drawable if f in self.applicable_faults(self.setups[i])))
 
     def sample(self, size: int, seed: int, n_updates) -> list[Spec]:
         """``size`` specs; ``n_updates(spec_without_onset)`` gives a run's planned updates (for the
@@ -269,19 +281,23 @@ class Space:
             raise ConfigError(f"hydra.sweeper.space.only={self.only} setups_only={self.setups_only}: no setup of the "
                               "space can run these faults")
         self.drawn: collections.Counter[tuple[str, str]] = collections.Counter()
+        refused: dict[str, set[int]] = collections.defaultdict(set)   # fault -> setups whose draws refused it
         specs = []
         for index in range(size):
             for _ in range(1000):       # a draw the fault's setting cannot run with is drawn again
-                spec = self._draw(index, rng, weights)
+                spec = self._draw(index, rng, weights, self._unrunnable(refused, weights))
                 try:
                     n = n_updates(spec)
                 except ConfigError:
+                    if spec.fault != "none":
+                        refused[spec.fault].add(next(i for i, s in enumerate(self.setups) if s is spec.setup))
                     continue
                 break
             else:
                 raise ConfigError(f"hydra.sweeper.space: no valid draw for run {index} in 1000 tries "
                                   "(a fault's setting clashes with the hyperparameter ranges)")
             self.drawn[spec.setup["algo_name"], spec.fault] += 1
+            refused.pop(spec.fault, None)       # it ran: a later refusal is that draw's, not the fault's
             kinds = FAULTS[spec.fault].onset_kinds
             if spec.fault != "none" and "mid" in kinds and ("0" not in kinds or rng.random() < self.mid_onset_share):
                 spec = dataclasses.replace(spec, onset=int(rng.integers(1, max(2, n // 3 + 1))))
