@@ -6,8 +6,8 @@
 ``--supplement`` is a results directory holding a supplement sweep's runs (e.g.
 ``python -m harness -m +sweep=dataset results_dir=SUPP hydra.sweeper.seed=5 ...setups_only=[...]``): its
 examples are rendered exactly as ``python -m harness.catalogue`` renders a build's (cached in
-``SUPP/catalogue/model/examples.parquet``, so a sweep that grew is rendered only for its new runs), or
-read from that cache with ``--cached``. ``--algo`` keeps one algorithm's rows of both (a refit of that
+``SUPP/catalogue/model/examples.parquet``, so a sweep that grew is rendered only for its new runs).
+``--algo`` keeps one algorithm's rows of both (a refit of that
 algorithm's models: ``rlfh-catalogue refit=DIR/examples.parquet refit_algos=[ppo]``). The base's runs
 keep their ``testable`` flag; the supplement's are diverse runs too, so a held-out comparison that should
 judge on the base's split alone takes ``--split-of BASE`` (benchmarks/heldout_answers.py). Writes
@@ -37,7 +37,6 @@ def main() -> None:
     parser.add_argument("--supplement", type=Path, required=True, help="a results directory with the supplement's runs")
     parser.add_argument("--algo", default=None, choices=("ppo", "grpo"))
     parser.add_argument("--jobs", type=int, default=2)
-    parser.add_argument("--cached", action="store_true", help="read the supplement's cached examples, render nothing")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     card_path = args.base.with_name("model_card.json")
@@ -46,10 +45,7 @@ def main() -> None:
     if not (args.supplement / "runs").is_dir():
         parser.error(f"--supplement {args.supplement}: no runs/ directory (a results directory a sweep wrote)")
     base = pd.read_parquet(args.base)
-    if args.cached:
-        extra = pd.read_parquet(args.supplement / "catalogue" / "model" / "examples.parquet").assign(testable=True)
-    else:
-        extra = load_examples(args.supplement, args.jobs)
+    extra = load_examples(args.supplement, args.jobs)
     if args.algo:
         base, extra = base[base["algo"] == args.algo], extra[extra["algo"] == args.algo]
     overlap = set(base["run_id"]) & set(extra["run_id"])

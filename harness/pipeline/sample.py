@@ -262,14 +262,14 @@ class Space:
                     index=index)
 
     def _unrunnable(self, refused: Mapping[str, set[int]], weights: np.ndarray) -> frozenset[str]:
-        """Faults no draw could run yet and that every drawn setup they apply to has refused (e.g.
-        vf_clip_unscaled where every setup of a targeted sample clips the value, as CleanRL's do): left
-        out of the least-drawn choice, else such a fault would stay the least drawn and turn every later
-        draw healthy. A fault that has run once is never left out (the full sample draws as before)."""
+        """Faults that every drawn setup they apply to has refused before any draw of them ran (``refused``
+        holds only those; e.g. vf_clip_unscaled where every setup of a targeted sample clips the value, as
+        CleanRL's do): left out of the least-drawn choice, else such a fault would stay the least drawn and
+        turn every later draw healthy. A fault that has run is never left out (the full sample draws as
+        before)."""
         drawable = [i for i, w in enumerate(weights) if w > 0]
         return frozenset(f for f, where in refused.items()
-                         if not self.drawn[self.setups[next(iter(where))]["algo_name"], f]
-                         and all(i in where for i in drawable if f in self.applicable_faults(self.setups[i])))
+                         if all(i in where for i in drawable if f in self.applicable_faults(self.setups[i])))
 
     def sample(self, size: int, seed: int, n_updates) -> list[Spec]:
         """``size`` specs; ``n_updates(spec_without_onset)`` gives a run's planned updates (for the
@@ -281,7 +281,7 @@ class Space:
             raise ConfigError(f"hydra.sweeper.space.only={self.only} setups_only={self.setups_only}: no setup of the "
                               "space can run these faults")
         self.drawn: collections.Counter[tuple[str, str]] = collections.Counter()
-        refused: dict[str, set[int]] = collections.defaultdict(set)   # fault -> setups whose draws refused it
+        refused: dict[str, set[int]] = collections.defaultdict(set)   # fault not run yet -> setups that refused it
         specs = []
         for index in range(size):
             for _ in range(1000):       # a draw the fault's setting cannot run with is drawn again
@@ -289,7 +289,7 @@ class Space:
                 try:
                     n = n_updates(spec)
                 except ConfigError:
-                    if spec.fault != "none":
+                    if spec.fault != "none" and not self.drawn[spec.setup["algo_name"], spec.fault]:
                         refused[spec.fault].add(next(i for i, s in enumerate(self.setups) if s is spec.setup))
                     continue
                 break
