@@ -2,7 +2,7 @@
 the logged configuration shows? Measured on the harness's own runs, out of fold.
 
     python benchmarks/healthy_expectation.py [--examples results/catalogue/model/examples.parquet]
-                                             [--views cleanrl sb3] [--jobs 2] [--record]
+                                             [--views cleanrl sb3] [--env] [--jobs 2] [--record] [--out F]
 
 Issue 21's item 1 asks for config-relative features. The published ones (``rel:*``) are ratios fixed
 by hand (approx KL per unit learning rate, logged over configured clip range, ...). This measures the
@@ -16,7 +16,10 @@ by models that never saw its run.
 Reported per view, with and without the residual features: top-1 on faulty logs, healthy logs whose
 most probable class is healthy, and each faint fault's recall, over every log and over the logs in
 CleanRL ppo.py's own regime (4 envs x 128 steps, 4 epochs x 4 minibatches). Nothing here reads a
-real-framework test log. ``--record`` writes benchmarks/results/healthy_expectation.json.
+real-framework test log. ``--env`` adds a third variant whose regressors are also told the env the run
+trained on (what healthy runs of this configuration reach *on this env*; CleanRL's hyperparameters text
+names its env_id, most other logs do not). ``--record`` writes benchmarks/results/healthy_expectation.json
+(or ``--out``).
 """
 
 from __future__ import annotations
@@ -43,15 +46,19 @@ FAINT = ("ppo_epochs_ignored", "no_zero_grad", "gae_no_done_mask", "lr_too_low",
          "target_kl_too_strict")
 
 
-def residuals(data: pd.DataFrame, cv: list, config_columns: list[str]) -> pd.DataFrame:
+def residuals(data: pd.DataFrame, cv: list, config_columns: list[str], env: bool = False) -> pd.DataFrame:
     """``res:<target>``: each target statistic minus what healthy logs of the same configuration show,
-    predicted out of fold from the configuration (NaN without one)."""
+    predicted out of fold from the configuration (NaN without one); with ``env``, from the configuration
+    and the env the run trained on (one-hot), so the expectation is that of healthy runs of this
+    configuration *on this env*."""
     from sklearn.ensemble import HistGradientBoostingRegressor
 
     from harness.analysis.model import _signed_log
 
     healthy = (data["label"] == "healthy").to_numpy() & data["with_config"].to_numpy(bool)
     X = data[config_columns].to_numpy(float)
+    if env:
+        X = np.column_stack([X, pd.get_dummies(data["env"]).to_numpy(float)])
     out = {}
     for target in (t for t in TARGETS if t in data and data[t].notna().any()):
         value = _signed_log(data[target].to_numpy(float))
@@ -63,7 +70,7 @@ def residuals(data: pd.DataFrame, cv: list, config_columns: list[str]) -> pd.Dat
             regressor = HistGradientBoostingRegressor(max_iter=150, max_leaf_nodes=15, min_samples_leaf=10,
                                                       random_state=0)
             expected[test] = regressor.fit(X[fit_on], value[fit_on]).predict(X[test])
-        out[f"res:{target}"] = np.where(data["with_config"].to_numpy(bool), value - expected, np.nan)
+        out[f"{'envres' if env else 'res'}:{target}"] = np.where(data["with_config"].to_numpy(bool), value - expected, np.nan)
     return pd.DataFrame(out, index=data.index)
 
 
@@ -104,6 +111,9 @@ def main() -> None:
     parser.add_argument("--examples", default=str(ROOT / "results" / "catalogue" / "model" / "examples.parquet"))
     parser.add_argument("--views", nargs="+", default=["cleanrl", "sb3"])
     parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--env", action="store_true",
+                        help="also measure residuals whose expectation is given the env as well as the configuration")
+    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "healthy_expectation.json"))
     parser.add_argument("--record", action="store_true")
     args = parser.parse_args()
     start = time.perf_counter()
@@ -115,8 +125,13 @@ def main() -> None:
         columns = [c for c in feature_columns(data) if data[c].notna().any()]
         cv = folds(data["label"].to_numpy(), data["run_id"].to_numpy())
         extra = residuals(data, cv, [c for c in columns if c.startswith("cfg:")] + ["n_rows"])
+        variants = [("published features", columns), ("+ healthy-expectation residuals", columns + list(extra))]
+        if args.env:
+            by_env = residuals(data, cv, [c for c in columns if c.startswith("cfg:")] + ["n_rows"], env=True)
+            extra = pd.concat([extra, by_env], axis=1)
+            variants.append(("+ residuals given config and env", columns + list(by_env)))
         data = pd.concat([data, extra], axis=1)
-        for name, cols in (("published features", columns), ("+ healthy-expectation residuals", columns + list(extra))):
+        for name, cols in variants:
             row = {"view": view, "features": name, "examples": len(data), "runs": int(data["run_id"].nunique()),
                    **score(data, cols, cv, args.jobs)}
             rows.append(row)
@@ -125,7 +140,7 @@ def main() -> None:
                               for f, v in row["faults"].items()), flush=True)
     print(f"{time.perf_counter() - start:.0f} s")
     if args.record:
-        out = ROOT / "benchmarks" / "results" / "healthy_expectation.json"
+        out = Path(args.out)
         out.write_text(json.dumps({"date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                                    "command": "python benchmarks/healthy_expectation.py " + " ".join(sys.argv[1:]),
                                    "rows": rows}, indent=2) + "\n")
