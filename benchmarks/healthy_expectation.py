@@ -102,6 +102,12 @@ def score(data: pd.DataFrame, columns: list[str], cv: list, jobs: int) -> dict:
     return row
 
 
+def _shown(path: str) -> str:
+    """A path as the record shows it: relative to the repository when it is inside it."""
+    resolved = Path(path).resolve()
+    return str(resolved.relative_to(ROOT)) if resolved.is_relative_to(ROOT) else path
+
+
 def main() -> None:
     from harness.analysis.examples import feature_columns
     from harness.analysis.labels import UNLABELLED
@@ -143,6 +149,7 @@ def main() -> None:
         out = Path(args.out)
         out.write_text(json.dumps({"date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                                    "command": "python benchmarks/healthy_expectation.py " + " ".join(sys.argv[1:]),
+                                   "examples": _shown(args.examples),
                                    "rows": rows}, indent=2) + "\n")
         print(f"recorded in {out}")
 
