@@ -130,10 +130,11 @@ def main() -> None:
                         & ~examples["label"].isin(UNLABELLED) & (examples["n_rows"] >= MIN_ROWS)].reset_index(drop=True)
         columns = [c for c in feature_columns(data) if data[c].notna().any()]
         cv = folds(data["label"].to_numpy(), data["run_id"].to_numpy())
-        extra = residuals(data, cv, [c for c in columns if c.startswith("cfg:")] + ["n_rows"])
+        given = [c for c in columns if c.startswith("cfg:")] + ["n_rows"]     # what the expectations are told
+        extra = residuals(data, cv, given)
         variants = [("published features", columns), ("+ healthy-expectation residuals", columns + list(extra))]
         if args.env:
-            by_env = residuals(data, cv, [c for c in columns if c.startswith("cfg:")] + ["n_rows"], env=True)
+            by_env = residuals(data, cv, given, env=True)
             extra = pd.concat([extra, by_env], axis=1)
             variants.append(("+ residuals given config and env", columns + list(by_env)))
         data = pd.concat([data, extra], axis=1)
