@@ -4,7 +4,7 @@ of renamed keys, which keep working (with a one-line note)."""
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +17,11 @@ from harness.pipeline.compose import CONFIG_NAME, preflight
 
 def run_app(hydra_app: Callable[[], None], config_name: str = CONFIG_NAME,
             validate: Callable[[DictConfig], object] = load_experiment,
-            argv: list[str] | None = None, positional: str | None = None,
+            argv: Sequence[str] | None = None, positional: str | None = None,
             spellings: dict[str, str] | None = None) -> None:
     """Validate the command line (one-line error, exit 2), then hand it to the Hydra app.
+    ``argv``: the arguments (default: the process's own, ``sys.argv[1:]``); given, they are what Hydra
+    reads while the app runs, so a command runs in-process as from a shell (``main(["fault=none"])``).
     ``positional``: the key a bare path on the command line sets (``rlfh-diagnose run.csv`` is
     ``rlfh-diagnose log=run.csv``); ``spellings``: keys users type -> the config's key
     (:func:`respelled`). Ctrl-C anywhere ends in one line and exit code 130."""
@@ -43,20 +45,22 @@ def _forget_caught_interrupt() -> None:
 
 
 def _validate_and_run(hydra_app: Callable[[], None], config_name: str, validate: Callable[[DictConfig], object],
-                      argv: list[str] | None, positional: str | None, spellings: dict[str, str]) -> None:
-    own = argv is None
-    argv = sys.argv[1:] if argv is None else argv
+                      argv: Sequence[str] | None, positional: str | None, spellings: dict[str, str]) -> None:
+    argv = sys.argv[1:] if argv is None else list(argv)
     try:
         if positional is not None:
             argv = with_positional(argv, positional)
         argv = respelled(argv, spellings)
-        if own:
-            sys.argv[1:] = argv              # what Hydra reads
         preflight(argv, config_name, validate)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(2)
-    hydra_app()
+    own = sys.argv
+    sys.argv = [own[0] if own else "rlfh", *argv]            # what Hydra reads
+    try:
+        hydra_app()
+    finally:
+        sys.argv = own
 
 
 def renamed(cfg: DictConfig, aliases: dict[str, tuple[str, Any]]) -> list[str]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -201,8 +202,9 @@ def app(cfg: DictConfig) -> None:
             print(f"published {path}")
 
 
-def main() -> None:
-    run_app(app, config_name="catalogue", validate=validate)
+def main(argv: Sequence[str] | None = None) -> None:
+    """The command; ``argv`` defaults to the process's arguments (in-process: ``main([...])``)."""
+    run_app(app, config_name="catalogue", validate=validate, argv=argv)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -293,8 +294,15 @@ def app(cfg: DictConfig) -> None:
     print("\n".join(lines))
 
 
-def main() -> None:
-    run_app(app, config_name="diagnose", validate=validate, positional="log", spellings={"algo": "algorithm"})
+def main(argv: Sequence[str] | None = None) -> None:
+    """The command; ``argv`` defaults to the process's arguments (in-process: ``main([...])``). The log is
+    read and diagnosed once per call: a second call reads it again (it may have grown)."""
+    try:
+        run_app(app, config_name="diagnose", validate=validate, positional="log", spellings={"algo": "algorithm"},
+                argv=argv)
+    finally:
+        _DONE.clear()
+        _COMPARED.clear()
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ Python API: ``evaluate(detector, "results")`` returns an :class:`Evaluation` (se
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import hydra
@@ -69,8 +70,9 @@ def app(cfg: DictConfig) -> None:
     console.print(f"report: {out_dir}/REPORT.md (per-setup scores, confusion matrix, symptoms, scores.png)")
 
 
-def main() -> None:
-    run_app(app, config_name="evaluate", validate=validate)
+def main(argv: Sequence[str] | None = None) -> None:
+    """The command; ``argv`` defaults to the process's arguments (in-process: ``main([...])``)."""
+    run_app(app, config_name="evaluate", validate=validate, argv=argv)
 
 
 if __name__ == "__main__":

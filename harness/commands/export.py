@@ -4,6 +4,7 @@ out=DIR``: write stored runs as that framework logs them (see :mod:`harness.logs
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 
 import hydra
 from omegaconf import DictConfig
@@ -37,8 +38,9 @@ def app(cfg: DictConfig) -> None:
         print(f"  ... {len(written) - 5} more")
 
 
-def main() -> None:
-    run_app(app, config_name="export", validate=validate)
+def main(argv: Sequence[str] | None = None) -> None:
+    """The command; ``argv`` defaults to the process's arguments (in-process: ``main([...])``)."""
+    run_app(app, config_name="export", validate=validate, argv=argv)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ choices and nothing stored is touched.
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
@@ -47,9 +48,9 @@ def app(cfg: DictConfig) -> None:
         sys.exit(code)
 
 
-def main() -> None:
-    sys.argv[1:] = with_default_env(sys.argv[1:])
-    run_app(app)
+def main(argv: Sequence[str] | None = None) -> None:
+    """The command; ``argv`` defaults to the process's arguments (``main(["fault=none"])`` runs it in-process)."""
+    run_app(app, argv=with_default_env(list(sys.argv[1:] if argv is None else argv)))
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ import dataclasses
 import json
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -123,8 +124,9 @@ def app(cfg: DictConfig) -> None:
         sys.exit(2)
 
 
-def main() -> None:
-    run_app(app, config_name="watch", validate=validate, positional="log", spellings={"algo": "algorithm"})
+def main(argv: Sequence[str] | None = None) -> None:
+    """The command; ``argv`` defaults to the process's arguments (in-process: ``main([...])``)."""
+    run_app(app, config_name="watch", validate=validate, positional="log", spellings={"algo": "algorithm"}, argv=argv)
 
 
 if __name__ == "__main__":
