@@ -1,12 +1,20 @@
-"""Fixtures: a shared run store and small real environments built for the tests."""
+"""Fixtures shared by every test file: the checked-in tiny stores, a run store shared by the session's
+workers, and small real environments built for the tests.
+
+Two tiers: ``python -m pytest`` runs the fast one (``-m "not slow"`` is in pyproject.toml's addopts);
+``python -m pytest -m slow`` runs the slow one, which guards each core claim once with longer real runs.
+"""
 
 from __future__ import annotations
 
+import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 import tests.toy_envs  # noqa: F401 - registers harness-test/* gymnasium ids
+from tests.make_fixtures import MANIFEST, TINY
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -20,40 +28,53 @@ def one_torch_thread() -> None:
     torch.set_num_threads(1)
 
 
+def _session_root(tmp_path_factory) -> Path:
+    """A directory every worker of this session sees (under pytest-xdist each worker has its own basetemp,
+    ``.../popen-gwN``; their parent is the session's)."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if base.name.startswith("popen-gw") else base
+
+
 @pytest.fixture(scope="session")
 def store_dir(tmp_path_factory) -> Path:
-    """One run store for the session, so healthy twins are trained once and reused."""
-    return tmp_path_factory.mktemp("results")
+    """One run store for the whole session, shared by its workers (the store's locks make that safe): a
+    healthy twin or the GRPO warm-up checkpoint is trained once, by whichever test asks first."""
+    path = _session_root(tmp_path_factory) / "shared-store"
+    path.mkdir(exist_ok=True)
+    return path
 
 
-#: a small diverse dataset for the diagnosis model's tests: five faults on cheap setups, short runs
-DIVERSE = ["hydra.sweeper.size=60", "hydra.sweeper.chunk=10", "hydra.sweeper.space.updates=[int,15,18]",
-           "hydra.sweeper.space.max_cost=3",
-           "hydra.sweeper.space.only=[zero_reward,shared_policy,excessive_lr,adv_sign_flip,entropy_sign_flip]",
-           "hydra.sweeper.space.setups=[{algo:ppo,algo_name:ppo,env:cartpole,backend:native,weight:3},"
-           "{algo:ppo,algo_name:ppo,env:cartpole,backend:sb3,weight:1,cost:2.0},"
-           "{algo:grpo,algo_name:grpo,env:toyseq,backend:native,weight:2,tokens_per_completion:6}]"]
+def _tiny_source(name: str) -> Path:
+    source = TINY / name
+    if not (source / MANIFEST).exists():
+        pytest.fail(f"no fixture {source}: make it with python -m tests.make_fixtures {name}")
+    return source
 
 
 @pytest.fixture(scope="session")
-def diverse_model(tmp_path_factory) -> Path:
-    """A results_dir with a small diverse dataset (the dataset sweep, as a user runs it) and the
-    diagnosis model that python -m harness.catalogue fits on it."""
-    import subprocess
-    import sys
+def tiny(tmp_path_factory) -> Callable[[str], Path]:
+    """``tiny(name)``: this worker's copy of the checked-in fixture ``tests/data/tiny/<name>`` (a results_dir
+    of short real runs with the catalogue, dataset and diagnosis model built from them;
+    tests/make_fixtures.py). Shared by the worker's tests: read it, don't write to it (use ``tiny_copy``)."""
+    copies: dict[str, Path] = {}
 
-    root = tmp_path_factory.mktemp("diverse")
-    sweep = subprocess.run([sys.executable, "-m", "harness", "-m", "+sweep=dataset", f"results_dir={root}", *DIVERSE],
-                           capture_output=True, text=True, timeout=900)
-    assert sweep.returncode == 0, sweep.stdout[-2000:] + sweep.stderr[-2000:]
-    # catalogue-style runs (each with its healthy twin): a calibration seed (even) trains the model
-    # beside the diverse runs, a held-out seed (odd) never does
-    for fault, seed in (("zero_reward", 0), ("shared_policy", 1)):
-        one = subprocess.run([sys.executable, "-m", "harness", f"fault={fault}", f"seed={seed}", "env.total_timesteps=6144",
-                              "algo.n_steps=64", "progress=false", f"results_dir={root}"],
-                             capture_output=True, text=True, timeout=300)
-        assert one.returncode == 0, one.stderr[-2000:]
-    cat = subprocess.run([sys.executable, "-m", "harness.catalogue", f"results_dir={root}", "plots=false",
-                          "views=false", "left_out=false"], capture_output=True, text=True, timeout=900)
-    assert cat.returncode == 0, cat.stdout[-2000:] + cat.stderr[-2000:]
-    return root
+    def get(name: str) -> Path:
+        if name not in copies:
+            copies[name] = Path(shutil.copytree(_tiny_source(name), tmp_path_factory.mktemp(f"tiny-{name}") / name))
+        return copies[name]
+    return get
+
+
+@pytest.fixture
+def tiny_copy(tmp_path) -> Callable[[str], Path]:
+    """``tiny_copy(name)``: a copy of the fixture ``tests/data/tiny/<name>`` of this test's own, to write into."""
+    def get(name: str) -> Path:
+        return Path(shutil.copytree(_tiny_source(name), tmp_path / f"tiny-{name}"))
+    return get
+
+
+@pytest.fixture(scope="session")
+def diverse_model(tiny) -> Path:
+    """A results_dir with a small diverse dataset (a dataset sweep, as a user runs it) and the diagnosis
+    model python -m harness.catalogue fitted on it (the ``diverse`` fixture)."""
+    return tiny("diverse")

@@ -71,33 +71,40 @@ def test_mujoco_actions_are_declared_as_gymnasium_declares_them():
     pool.close()
 
 
-def _run(tmp_path, engine: str, fault: str):
+#: 2 envs x 256 steps an update, 2 updates: each env's first episode ends at Acrobot's 500-step limit
+ACROBOT = ["env=acrobot", "env.total_timesteps=1024", "algo.num_envs=2", "algo.n_steps=256"]
+
+
+def _run(results_dir, engine: str, fault: str, episodes: bool = False):
+    from harness.logs.views import StoredRun
     from harness.pipeline.compose import make_experiment
     from harness.pipeline.train import get_or_train
 
-    exp = make_experiment(["env=acrobot", f"env.engine={engine}", f"fault={fault}", "env.total_timesteps=8192",
-                           "algo.num_envs=8", "algo.n_steps=256", f"results_dir={tmp_path / engine}", "progress=false"])
+    exp = make_experiment([*ACROBOT, f"env.engine={engine}", f"fault={fault}", f"results_dir={results_dir}",
+                           "progress=false", "twin=false"])
     res = get_or_train(exp)
     assert res.meta["status"] == "ok"
-    return res.metrics
+    return (res.metrics, StoredRun.load(results_dir, res.run_id).episodes) if episodes else res.metrics
 
 
 @pytest.mark.parametrize("fault, ratio", [("reward_scale_wrong", 1000.0), ("reward_sign_flip", -1.0)])
-def test_an_env_fault_does_the_same_on_both_engines(tmp_path, fault, ratio):
-    """Acrobot's reward is -1 a step until the swing-up: the learner's reward is scaled x1000 (flipped)
-    against its healthy twin's on EnvPool exactly as on gymnasium, while the logged return (the
-    episode recorder sits inside the fault's wrapper) stays the env's."""
+def test_an_env_fault_does_the_same_on_both_engines(tmp_path, store_dir, fault, ratio):
+    """Acrobot's reward is -1 a step until the swing-up: the learner's reward and return are scaled x1000
+    (flipped) against its healthy twin's on EnvPool exactly as on gymnasium, while the env's own return
+    (the episode monitor sits inside the fault's wrapper) stays the env's."""
     for engine in ("gymnasium", "envpool"):
-        faulty, healthy = _run(tmp_path, engine, fault), _run(tmp_path, engine, "none")
+        (faulty, episodes), healthy = _run(tmp_path, engine, fault, episodes=True), _run(store_dir, engine, "none")
         assert faulty["reward_mean"].mean() / healthy["reward_mean"].mean() == pytest.approx(ratio, rel=0.05)
-        assert (faulty["return_mean"].dropna() < 0).all() == (ratio > 0)
+        returns = faulty["return_mean"].dropna()                # the learner's
+        assert len(returns) and (returns < 0).all() == (ratio > 0)
+        assert len(episodes) and (episodes["env_return"] < 0).all() and (episodes["env_return"] >= -500).all()
 
 
-def test_envpool_runs_are_reproducible_and_keep_gymnasium_ids(tmp_path):
+def test_envpool_runs_are_reproducible_and_keep_gymnasium_ids(tmp_path, store_dir):
     from harness.pipeline.compose import make_experiment
     from harness.store import run_id
 
-    a, b = _run(tmp_path / "a", "envpool", "none"), _run(tmp_path / "b", "envpool", "none")
+    a, b = _run(store_dir, "envpool", "none"), _run(tmp_path, "envpool", "none")     # two trainings of one config
     cols = ["reward_mean", "value_loss", "approx_kl", "entropy"]
     np.testing.assert_array_equal(a[cols].to_numpy(), b[cols].to_numpy())
     gym_id = run_id(make_experiment(["env=acrobot"]).key())

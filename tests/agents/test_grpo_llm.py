@@ -1,6 +1,6 @@
 """GRPO's LLM parts: the warm-up checkpoint cache, the sampler (precision, sampling filters, weight
 sync and lag, KV cache), importance-sampling correction, gradient accumulation, the sampler
-faults and their controls, and GRPO on the high-dimensional Gaussian generator."""
+controls, and GRPO on the high-dimensional Gaussian generator (the sampler faults: tests/faults/)."""
 
 from __future__ import annotations
 
@@ -146,30 +146,17 @@ def test_gradient_accumulation_is_the_same_update_and_a_fault_can_drop_a_microba
         assert four[col] == pytest.approx(one[col], rel=1e-4, abs=1e-7), col
     exp = make_experiment([*short, "algo.grad_accum=4"])
     dropped = get_or_train(dataclasses.replace(exp, fault=FirstMicrobatchOnly(),
-                                               fault_cfg={"_target_": "tests.test_grpo_llm.FirstMicrobatchOnly"}))
+                                               fault_cfg={"_target_": "tests.agents.test_grpo_llm.FirstMicrobatchOnly"}))
     d = store.load_steps(dropped.run_id).iloc[0]
     assert d["policy_loss"] == pytest.approx(one["policy_loss"], rel=1e-4)   # the loss is the whole minibatch's
     assert d["grad_norm"] < 0.6 * one["grad_norm"]                           # the gradient about a quarter's
 
 
-def test_stale_sampler_weights_widen_the_gap_and_freeze_the_reward(store_dir):
-    """Issue 14's done-when, on a 40-update run: the faulty run's sampler_logp_diff_mean is far above
-    its twin's, and the twin's reward rises."""
-    common = [*GRPO, *LEARN, f"results_dir={store_dir}"]
-    faulty, twin = train(["fault=stale_sampler_weights", *common]), train(["fault=none", *common])
-    f, t = faulty.metrics, twin.metrics
-    assert faulty.meta["fault_form"] == "overridden"
-    assert faulty.meta["hyperparameters"]["configured"]["sync_every"] == 1      # the config says every update
-    assert f["sampler_logp_diff_mean"].median() > 1e4 * t["sampler_logp_diff_mean"].median()
-    assert f["sampler_logp_diff_mean"].iloc[-5:].mean() > f["sampler_logp_diff_mean"].iloc[:5].mean()
-    assert t["reward_mean"].iloc[-5:].mean() > t["reward_mean"].iloc[:5].mean() + 0.1
-    assert f["reward_mean"].iloc[-5:].mean() < t["reward_mean"].iloc[-5:].mean() - 0.1
-    every = train(["fault=stale_sampler_weights", "fault.every=4", *common]).metrics
-    assert 0 < every["sampler_logp_diff_mean"].median() < f["sampler_logp_diff_mean"].median()
+CONTROLS = [("async_tis", "sampler_mismatch_high"), ("bf16_tis", None), ("temperature", None)]
 
 
-@pytest.mark.parametrize("variant, fires", [("async_tis", "sampler_mismatch_high"), ("bf16_tis", None),
-                                            ("temperature", None)])
+@pytest.mark.slow
+@pytest.mark.parametrize("variant, fires", CONTROLS)
 def test_sampler_look_alike_controls_are_healthy(variant, fires, store_dir):
     # the temperature control's reward rises slowly (+0.046 over 20 updates on an AVX-512 machine): 40
     # updates; the sampler controls keep 20 (async_tis's raw mismatch is what a 20-update log shows)
@@ -182,25 +169,13 @@ def test_sampler_look_alike_controls_are_healthy(variant, fires, store_dir):
         assert signatures.evaluate(m, res.meta, names=[fires])[fires].fired
 
 
-def test_ratio_vs_reference_on_tokens(store_dir):
-    common = [*GRPO, *SHORT, f"results_dir={store_dir}"]
-    faulty, twin = train(["fault=ratio_vs_reference", *common]), train(["fault=none", *common])
-    f, t = faulty.metrics, twin.metrics
-    assert f["ratio_max"].max() > 5 * t["ratio_max"].max()
-    assert (f["approx_kl"] / f["kl_ref"]).median() > 10 * (t["approx_kl"] / t["kl_ref"]).median()
-
-
-def test_highdim_grpo_healthy_and_ratio_vs_reference(store_dir):
+def test_highdim_grpo_is_healthy(store_dir):
+    """(ratio_vs_reference there: tests/faults/test_grpo_faults.py)"""
     healthy = train([*HIGHDIM, f"results_dir={store_dir}"])
     h = healthy.metrics
     assert healthy.meta["status"] == "ok" and healthy.meta["action_space"] == {"type": "box", "dim": 4096}
     assert h["ratio_max"].max() < 1.5 and h["kl_ref"].max() < 0.05 and 0.3 < h["reward_mean"].mean() < 0.7
     assert (h["logp_mean"] < -2000).all()                       # summed over 4096 dimensions
-    # with a learning rate too high for summed log-probs, a ratio against the reference saturates
-    # the clamp at e^20 and the loss reaches 1e7 (issue 14's user log: 4.85e8, 1.7e8)
-    broken = train([*HIGHDIM, f"results_dir={store_dir}", "fault=ratio_vs_reference", "algo.lr=0.1"]).metrics
-    assert broken["ratio_max"].max() == pytest.approx(np.exp(20), rel=1e-6)
-    assert broken["loss"].max() > 1e6 and abs(broken["adv_mean"]).max() < 1e-5
 
 
 def test_reward_function_columns_are_kept_in_the_store():
@@ -232,7 +207,7 @@ def test_text_task_helpers_agree_with_the_env(store_dir):
     ["model.dropout=0.1", "model.tie_embeddings=true", "model.n_layers=3", "algo.sft_steps=20"],
 ])
 def test_generation_and_trainer_options_run_and_are_recorded(options, store_dir):
-    res = train([*GRPO, "env.total_timesteps=3840", f"results_dir={store_dir}", *options])
+    res = train([*GRPO, "env.total_timesteps=2560", f"results_dir={store_dir}", *options])       # 2 updates
     assert res.meta["status"] == "ok", res.meta["error"]
     configured = res.meta["hyperparameters"]["configured"]
     for option in options:

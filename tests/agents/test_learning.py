@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from tests.helpers import train
+from tests.paths import ROOT
 
 
 @pytest.mark.slow
@@ -55,14 +56,13 @@ def test_healthy_ppo_learns_walker2d_at_rl_zoo3_s_tuned_settings(tmp_path):
     not_learning and never teach the model that such settings are healthy. 40 updates, below the
     setup's 60-120 (measured: seeds 0 and 1 gain 284 of the 3000 span, the criterion asks 150)."""
     pytest.importorskip("mujoco")
-    from pathlib import Path
 
     import yaml
 
     from harness.analysis.learning import learning
     from harness.logs.views import StoredRun
 
-    space = yaml.safe_load((Path(__file__).resolve().parent.parent / "harness" / "conf" / "sweep" / "dataset.yaml")
+    space = yaml.safe_load((ROOT / "harness" / "conf" / "sweep" / "dataset.yaml")
                            .read_text())["hydra"]["sweeper"]["space"]
     setup = next(s for s in space["setups"] if s.get("name") == "zoo_walker2d")
     hp = {k: v for k, v in setup["hyperparameters"].items() if v is not None}

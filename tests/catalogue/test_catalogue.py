@@ -1,4 +1,5 @@
-"""The catalogue and the labelled dataset, built from a real (small) store.
+"""The catalogue and the labelled dataset, built from a real (small) store: the checked-in fixture
+``tiny("catalogue")`` (tests/make_fixtures.py), and short runs trained through the session's store.
 
 Six seeds per cell (seeds 0, 2, 4 calibrate, 1, 3, 5 are held out), ten for zero_reward at onset
 0 and its healthy runs: with three held-out seeds a side no exact test can reach p < 0.05 (the
@@ -6,9 +7,8 @@ smallest p of a 3-vs-3 comparison is 1/20), with five it can."""
 
 from __future__ import annotations
 
+import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -25,36 +25,33 @@ from harness.catalogue.settings import CatalogueSettings
 from harness.config import ConfigError
 from harness.metrics import CANONICAL
 from harness.store import RunStore
-from tests.helpers import train
+from tests.catalogue.conftest import TINY, stored
+from tests.commands import run
+from tests.paths import ROOT
 
-PPO = ["env.total_timesteps=12288", "algo.n_steps=64"]
+#: the checked-in fixture tests/data/tiny/catalogue was trained with these (tests/make_fixtures.py)
 #: groups of 16 make a group of equal rewards (0/0 under adv_std_no_floor zero_std) rarer, so the six faulty
 #: seeds diverge at different updates (2-14 of 24 measured), not all within the first one
 GRPO = ["algo=grpo", "env=toyseq", "algo.group_size=16", "algo.n_prompts=8", "env.total_timesteps=30720"]
-CRASHING = ["env.id=harness-test/Crashing-v0", "algo.num_envs=2", "algo.n_steps=32", "env.total_timesteps=2000"]
-SEEDS = range(6)
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory):
-    root = tmp_path_factory.mktemp("catalogue")
-    for seed in range(6, 10):
-        for fault in ("none", "zero_reward"):
-            train([f"fault={fault}", *PPO, f"seed={seed}", f"results_dir={root}"])
-    for seed in SEEDS:
-        common = [f"seed={seed}", f"results_dir={root}"]
-        for fault in ("none", "shared_policy", "zero_reward"):
-            train([f"fault={fault}", *PPO, *common])
-        train(["fault=zero_reward", f"fault.onset={3 + seed % 2}", *PPO, *common])
-        train(["algo=ppo_single_pass", *PPO, *common])
-        train(["fault=none", *GRPO, *common])
-        train(["fault=adv_std_no_floor", "fault.variant=zero_std", *GRPO, *common])   # 0/0: diverges
-        for fault in ("none", "tiny_clip"):
-            train([f"fault={fault}", *CRASHING, *common])
-    out = subprocess.run([sys.executable, "-m", "harness.catalogue", f"results_dir={root}", "n_mc=2000"],
-                         capture_output=True, text=True, timeout=600)
-    assert out.returncode == 0, out.stderr
-    return root, out.stdout
+def store(tiny) -> Path:
+    """The catalogue protocol in small, built (``python -m harness.catalogue n_mc=2000``): six seeds of
+    shared_policy and zero_reward on CartPole (ten of zero_reward at onset 0 and of their healthy runs),
+    zero_reward at a mid-run onset, the look-alike control, GRPO with a fault that diverges, and runs
+    that crash (the checked-in fixture ``tiny("catalogue")``). Read it; ``tiny_copy`` to write into it."""
+    return tiny("catalogue")
+
+
+def cartpole_runs(store: Path, results_dir: Path) -> Path:
+    """A results_dir of the store's CartPole runs of seeds 0-5 that did not crash (shared_policy, zero_reward at
+    onset 0 and mid-run, their healthy twins and the look-alike controls): three cells sharing their twins."""
+    for run_dir in (store / "runs").iterdir():
+        meta = json.loads((run_dir / "meta.json").read_text())
+        if meta["env"] == "cartpole" and meta["status"] != "crashed" and meta["seed"] < 6:
+            shutil.copytree(run_dir, results_dir / "runs" / run_dir.name)
+    return results_dir
 
 
 def cell(cat: pd.DataFrame, fault: str, setup: str, onset: str = "0") -> pd.DataFrame:
@@ -64,7 +61,7 @@ def cell(cat: pd.DataFrame, fault: str, setup: str, onset: str = "0") -> pd.Data
 
 
 def test_catalogue_files_and_columns(store):
-    root, stdout = store
+    root = store
     cat = pd.read_parquet(root / "catalogue" / "catalogue.parquet")
     for col in ("fault", "algo", "env", "backend", "kind", "name", "expected", "threshold", "rate_faulty",
                 "rate_healthy", "rate_control", "ci_low_faulty", "ci_high_faulty", "cal_rate_faulty",
@@ -76,11 +73,10 @@ def test_catalogue_files_and_columns(store):
     setups = {f"heatmap_{setup.replace('/', '_')}.png" for setup in cat["setup"].unique()}
     assert setups | {"verdicts.png"} <= {p.name for p in pngs} and len(pngs) >= 5
     assert all(p.stat().st_size > 10_000 for p in pngs)
-    assert "wrote" in stdout and "manifested" in stdout
 
 
 def test_rates_are_held_out_with_intervals_and_verdicts_from_calibration(store):
-    root, _ = store
+    root = store
     cat = pd.read_parquet(root / "catalogue" / "catalogue.parquet")
     rows = cell(cat, "shared_policy", "ppo/cartpole/native").set_index("name")
     sig = rows.loc["ratio_pinned"]
@@ -101,7 +97,7 @@ def test_rates_are_held_out_with_intervals_and_verdicts_from_calibration(store):
 
 
 def test_calibrated_thresholds_come_from_calibration_seeds_only(store):
-    root, _ = store
+    root = store
     cat = pd.read_parquet(root / "catalogue" / "catalogue.parquet")
     rows = cell(cat, "zero_reward", "ppo/cartpole/native").set_index("name")
     for name in ("kl_high", "kl_explodes", "entropy_collapse", "clipfrac_saturated", "approx_kl_tiny"):
@@ -115,7 +111,7 @@ def test_calibrated_thresholds_come_from_calibration_seeds_only(store):
 
 
 def test_manifested_is_decided_on_held_out_seeds(store):
-    root, _ = store
+    root = store
     cat = pd.read_parquet(root / "catalogue" / "catalogue.parquet")
     zero = cell(cat, "zero_reward", "ppo/cartpole/native")
     assert zero.iloc[0]["manifested"] and "reward_zero" in zero.iloc[0]["manifested_by"]
@@ -136,7 +132,7 @@ def test_manifested_is_decided_on_held_out_seeds(store):
 
 
 def test_a_diverged_run_shows_no_artefacts_of_being_short(store):
-    root, _ = store
+    root = store
     cat = pd.read_parquet(root / "catalogue" / "catalogue.parquet")
     adv = cell(cat, "adv_std_no_floor", "grpo/toyseq/native")
     sig = adv.query("kind == 'signature'").set_index("name")
@@ -156,7 +152,7 @@ def test_a_diverged_run_shows_no_artefacts_of_being_short(store):
 
 
 def test_reference_detectors_are_measured_per_fault_with_delays(store):
-    root, _ = store
+    root = store
     cat = pd.read_parquet(root / "catalogue" / "catalogue.parquet")
     det = cell(cat, "shared_policy", "ppo/cartpole/native").query("kind == 'detector'").set_index("name")
     assert set(det.index) == {"folk", "config_aware", "ptt"}
@@ -171,7 +167,7 @@ def test_reference_detectors_are_measured_per_fault_with_delays(store):
 
 
 def test_markdown_reports_protocol_summary_and_sections(store):
-    root, _ = store
+    root = store
     md = (root / "catalogue" / "CATALOGUE.md").read_text()
     assert "Even seeds calibrate, odd seeds are held\nout" in md
     assert "| [shared_policy](faults/shared_policy.md) |" in md and "![where each fault manifested" in md
@@ -186,24 +182,25 @@ def test_markdown_reports_protocol_summary_and_sections(store):
 
 
 def test_a_truncated_stored_file_is_skipped_with_one_line(store, tmp_path):
-    root, _ = store
+    """A build over a store one of whose files was cut short reads every other run, says which run it
+    skipped in one line, and reports its cells (views=false: the views read the runs the build read)."""
+    root = cartpole_runs(store, tmp_path / "results")
     rid = next(p.name for p in (root / "runs").iterdir() if "shared_policy-s5" in p.name)
     path = root / "runs" / rid / "metrics.parquet"
     original = path.read_bytes()
-    try:
-        path.write_bytes(original[: len(original) // 3])
-        out = subprocess.run([sys.executable, "-m", "harness.catalogue", f"results_dir={root}", "plots=false",
-                              "dataset=false", "n_mc=500"], capture_output=True, text=True, timeout=600)
-        assert out.returncode == 0, out.stderr
-        warnings = [ln for ln in out.stderr.splitlines() if ln.strip()]
-        assert len(warnings) == 1 and rid in warnings[0] and warnings[0].startswith("warning: skipping run")
-        assert RunStore(root).problem(rid).startswith("metrics.parquet has")
-    finally:
-        path.write_bytes(original)
+    path.write_bytes(original[: len(original) // 3])
+    out = run("harness.catalogue", f"results_dir={root}", "plots=false", "dataset=false", "n_mc=500", "views=false")
+    assert out.returncode == 0, out.stderr
+    warnings = [ln for ln in out.stderr.splitlines() if ln.strip()]
+    assert len(warnings) == 1 and rid in warnings[0] and warnings[0].startswith("warning: skipping run")
+    assert RunStore(root).problem(rid).startswith("metrics.parquet has")
+    assert "wrote" in out.stdout and "manifested" in out.stdout
+    cat = pd.read_parquet(root / "catalogue" / "catalogue.parquet")
+    assert cell(cat, "shared_policy", "ppo/cartpole/native")["n_faulty"].eq(5).all()     # the other five seeds
 
 
 def test_dataset_has_labels_runs_splits_and_datasheet(store):
-    root, _ = store
+    root = store
     data = pd.read_parquet(root / "dataset" / "data.parquet")
     runs = pd.read_parquet(root / "dataset" / "runs.parquet")
     splits = pd.read_parquet(root / "dataset" / "splits.parquet")
@@ -286,8 +283,7 @@ def test_an_item_that_fails_does_not_end_the_manifestation_test():
     (["merge=/nonexistent/part", "render=only"], "merge= with render=, publish= or refit="),
 ])
 def test_bad_catalogue_arguments_are_one_line(args, message, tmp_path):
-    out = subprocess.run([sys.executable, "-m", "harness.catalogue", *args], capture_output=True, text=True,
-                         cwd=tmp_path, timeout=120)
+    out = run("harness.catalogue", *args, cwd=tmp_path)
     assert out.returncode == 2
     assert out.stderr.strip().splitlines() == [f"error: {out.stderr.strip()[7:]}"] and message in out.stderr
 
@@ -295,37 +291,27 @@ def test_bad_catalogue_arguments_are_one_line(args, message, tmp_path):
 @pytest.mark.parametrize("kind", ["forest", "logistic:-1", "logistic:x", "boosting:2"])
 def test_bad_model_kind_is_one_line(kind, tmp_path):
     (tmp_path / "results" / "runs").mkdir(parents=True)
-    out = subprocess.run([sys.executable, "-m", "harness.catalogue", f"model_kind={kind}"], capture_output=True,
-                         text=True, cwd=tmp_path, timeout=120)
+    out = run("harness.catalogue", f"model_kind={kind}", cwd=tmp_path)
     assert out.returncode == 2, out.stderr
     assert out.stderr.strip() == (f"error: model_kind={kind!r}; valid choices: boosting, extratrees, logistic "
                                   "(logistic:C with C > 0)")
 
 
 # ---- a small store: two seeds of one fault, no healthy twins -----------------------------------
-
-SMALL = ["env.total_timesteps=4096", "algo.n_steps=64"]
-
-
-@pytest.fixture(scope="module")
-def small_runs(tmp_path_factory):
-    """Two seeds of zero_reward and two look-alike controls, no fault=none run: no cell has a
-    healthy run, so no metric can be tested in any cell (the catalogue has no metric row at all)."""
-    root = tmp_path_factory.mktemp("small")
-    for seed in (0, 1):
-        train(["fault=zero_reward", *SMALL, f"seed={seed}", f"results_dir={root}"])
-        train(["algo=ppo_single_pass", *SMALL, f"seed={seed}", f"results_dir={root}"])
-    return root
+# (conftest.py: small_runs, two seeds of zero_reward and two look-alike controls, and part, its build)
 
 
 @pytest.mark.parametrize("controls", [True, False], ids=["controls", "no-controls"])
-def test_a_small_store_builds_with_plots(small_runs, tmp_path, controls):
-    root = tmp_path / "results"
-    (root / "runs").mkdir(parents=True)
-    for run in (small_runs / "runs").iterdir():
-        if controls or not run.name.startswith("ppo_single_pass"):
-            shutil.copytree(run, root / "runs" / run.name)
-    written = write(CatalogueSettings(root, n_mc=200, trace_metrics=(), plots=True, dataset=False, model=False))
+def test_a_small_store_builds_with_plots(small_runs, part, tmp_path, controls):
+    if controls:
+        root, written = part
+    else:
+        root = tmp_path / "results"
+        (root / "runs").mkdir(parents=True)
+        for run_dir in (small_runs / "runs").iterdir():
+            if not run_dir.name.startswith("ppo_single_pass"):
+                shutil.copytree(run_dir, root / "runs" / run_dir.name)
+        written = write(CatalogueSettings(root, n_mc=200, trace_metrics=(), plots=True, dataset=False, model=False))
     out = root / "catalogue"
     assert {"catalogue", "views", "markdown", "faults", "pages"} <= set(written)
     assert all(path.exists() for path in written.values())
@@ -347,18 +333,16 @@ def test_a_small_store_builds_with_plots(small_runs, tmp_path, controls):
     assert "[`zero_reward`](faults/zero_reward.md) |" in (out / "FAULTS.md").read_text()
 
 
-def test_a_cell_holding_two_runs_of_one_seed_is_refused(tmp_path):
-    """Two runs of one seed in one cell (a mid-run fault trained at onset 2 and at onset 3 for seed 0:
+def test_a_cell_holding_two_runs_of_one_seed_is_refused(store_dir, tmp_path):
+    """Two runs of one seed in one cell (a mid-run fault trained at onset 1 and at onset 2 for seed 0:
     a store filled by two plans, as the SB3 Acrobot part was by hand) used to be counted as two seeds
     (n_faulty 18 from 10 seeds); the build now stops with one line naming the cell and the runs."""
     root = tmp_path / "results"
-    for onset in (2, 3):
-        train(["fault=zero_reward", *SMALL, "seed=0", f"fault.onset={onset}", f"results_dir={root}"])
+    stored(store_dir, root, *(["fault=zero_reward", *TINY, "seed=0", f"fault.onset={onset}"] for onset in (1, 2)))
     with pytest.raises(ConfigError, match=r"^cell zero_reward onset=mid \| ppo/cartpole/native holds 2 faulty runs "
                                           r"of seed 0 \(.+, .+\): the store holds two plans' runs for one cell"):
         RunSet.load(root).cells()
-    out = subprocess.run([sys.executable, "-m", "harness.catalogue", f"results_dir={root}", "dataset=false",
-                          "fit_model=false"], capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    out = run("harness.catalogue", f"results_dir={root}", "dataset=false", "fit_model=false", cwd=tmp_path)
     assert out.returncode == 2 and out.stderr.strip().startswith("error: cell zero_reward onset=mid"), out.stderr
 
 
@@ -376,15 +360,17 @@ def test_a_fault_of_a_later_code_version_still_finds_its_twins():
     assert base_key({"config": faulty}) == base_key({"config": {**twin, "seed": 5}})
 
 
-def test_a_run_that_diverged_in_its_first_update_has_an_empty_view(tmp_path):
+def test_a_run_that_diverged_in_its_first_update_has_an_empty_view(store_dir, tmp_path):
     """whiten_tiny_batch at onset 0 goes NaN in its first update: SB3 would have logged only its time/
     rows. The catalogue's views read that as a run with no metric (it raised the reader's 'none of the
     metrics profile=sb3 knows' and stopped the whole build)."""
     from harness.analysis.runs import RunSet
     from harness.catalogue.views import view_frames
 
-    # on Acrobot no episode ends in a first update of 16 x 64 steps: no rollout/ row either
-    train(["fault=whiten_tiny_batch", "env=acrobot", *SMALL, "seed=0", f"results_dir={tmp_path}"])
+    # on Acrobot no episode ends in a first update of 2 x 16 steps: no rollout/ row either (one-sample
+    # minibatches: 16 x 64 steps would be 10 240 optimizer steps, 25 s)
+    stored(store_dir, tmp_path, ["fault=whiten_tiny_batch", "env=acrobot", "algo.num_envs=2", "algo.n_steps=16",
+                                 "env.total_timesteps=64", "seed=0"])
     rs = RunSet.load(tmp_path)
     (rid,) = [r for r, m in rs.metas.items() if m["fault"] == "whiten_tiny_batch"]
     assert rs.metas[rid]["status"] == "diverged" and len(rs.metrics[rid]) == 1
@@ -416,7 +402,7 @@ def test_a_run_that_diverged_at_its_onset_is_compared_with_its_twins_same_update
     assert window_rows(twin, Window(onset=1, length=2))["update"].tolist() == [1, 2]
 
 
-def test_a_twin_read_by_several_cells_is_read_once_per_build(store, monkeypatch):
+def test_a_twin_read_by_several_cells_is_read_once_per_build(store, tmp_path, monkeypatch):
     """A setup's healthy twins and controls are read by every cell of the setup over the same windows:
     their rows, signature results and summaries are computed once per build (and per view), and the
     cells' verdicts are those of reading every run afresh for each cell."""
@@ -425,7 +411,7 @@ def test_a_twin_read_by_several_cells_is_read_once_per_build(store, monkeypatch)
     from harness.catalogue.build import build
     from harness.catalogue.rows import Catalogue
 
-    rs = RunSet.load(store[0])
+    rs = RunSet.load(cartpole_runs(store, tmp_path))
     read: list[tuple[int, protocol.Window]] = []
     window_rows = protocol.window_rows
 
@@ -458,7 +444,7 @@ def test_progress_lines_name_the_loop_and_leave_the_items_alone():
 
 # ---- a catalogue assembled from parts ------------------------------------------------------------
 
-def test_a_part_merged_replaces_its_cells_and_says_how_it_was_made(store, small_runs, tmp_path):
+def test_a_part_merged_replaces_its_cells_and_says_how_it_was_made(store, part, tmp_path):
     """A catalogue built whole (the store's), then a part (the small store: zero_reward on CartPole at
     another budget) merged into it: the part's cell replaces the one of the same name with its rows,
     views and trace plot, every other cell is kept as it was, the agreement is what a build of the merged
@@ -469,10 +455,8 @@ def test_a_part_merged_replaces_its_cells_and_says_how_it_was_made(store, small_
     from harness.catalogue.parts import merge, read_parts
     from harness.catalogue.rows import agreement_frame
 
-    whole, part = tmp_path / "results", tmp_path / "part"
-    shutil.copytree(store[0] / "catalogue", whole / "catalogue")
-    shutil.copytree(small_runs / "runs", part / "runs")
-    write(CatalogueSettings(part, n_mc=200, trace_metrics=(), plots=True, dataset=False, model=False))
+    (part, _), whole = part, tmp_path / "results"
+    shutil.copytree(store / "catalogue", whole / "catalogue")
     before = pd.read_parquet(whole / "catalogue" / "catalogue.parquet")
     built = pd.read_parquet(part / "catalogue" / "catalogue.parquet")
     name = "zero_reward | ppo/cartpole/native"
@@ -515,17 +499,15 @@ def test_a_part_merged_replaces_its_cells_and_says_how_it_was_made(store, small_
     assert read_parts(whole / "catalogue") == parts
 
 
-def test_a_part_replaces_the_earlier_form_of_a_cell_built_under_another_name(store, small_runs, tmp_path):
+def test_a_part_replaces_the_earlier_form_of_a_cell_built_under_another_name(store, part, tmp_path):
     """A fault whose settings changed since the catalogue was built (excessive_lr's factor 100 -> 3)
     gets a cell of another name: merging its new part must drop the old form (rows, views, trace plot
     and its place in parts.json), not publish both, and leave the same fault at the other onset kind
     and on other setups alone."""
     from harness.catalogue.parts import merge, read_parts
 
-    whole, part = tmp_path / "results", tmp_path / "part"
-    shutil.copytree(store[0] / "catalogue", whole / "catalogue")
-    shutil.copytree(small_runs / "runs", part / "runs")
-    write(CatalogueSettings(part, n_mc=200, trace_metrics=(), plots=False, dataset=False, model=False))
+    (part, _), whole = part, tmp_path / "results"
+    shutil.copytree(store / "catalogue", whole / "catalogue")
     name = "zero_reward | ppo/cartpole/native"
     old_name = "zero_reward scale=0.5 | ppo/cartpole/native"        # as if built by an earlier form
     other = "zero_reward onset=mid | ppo/cartpole/native"
@@ -552,7 +534,7 @@ def test_a_part_replaces_the_earlier_form_of_a_cell_built_under_another_name(sto
     assert all(old_name not in p.cells for p in read_parts(whole / "catalogue")) and parts[-1].cells == [name]
 
 
-def test_a_part_retires_its_setups_cells_that_todays_code_refuses(store, small_runs, tmp_path):
+def test_a_part_retires_its_setups_cells_that_todays_code_refuses(store, part, tmp_path):
     """A part of a setup retires that setup's older cells whose fault today's code refuses to train there
     (TRL's part and the whole build's adv_std_no_floor loo_residue cell, a form TRL has no estimator for:
     it used to stay published beside the part); the part's note says which and why, other setups' cells
@@ -560,10 +542,8 @@ def test_a_part_retires_its_setups_cells_that_todays_code_refuses(store, small_r
     from harness.catalogue.parts import merge, read_parts
     from harness.commands.catalogue import refused_today
 
-    whole, part = tmp_path / "results", tmp_path / "part"
-    shutil.copytree(store[0] / "catalogue", whole / "catalogue")
-    shutil.copytree(small_runs / "runs", part / "runs")
-    write(CatalogueSettings(part, n_mc=200, trace_metrics=(), plots=False, dataset=False, model=False))
+    (part, _), whole = part, tmp_path / "results"
+    shutil.copytree(store / "catalogue", whole / "catalogue")
     before = pd.read_parquet(whole / "catalogue" / "catalogue.parquet")
     shared = set(before.loc[(before["fault"] == "shared_policy") & (before["setup"] == "ppo/cartpole/native"), "cell"])
     grpo = set(before.loc[before["fault"] == "adv_std_no_floor", "cell"])
@@ -601,7 +581,7 @@ def test_the_agreement_of_a_catalogue_frame_is_the_builds(store):
     from harness.catalogue.agreement import frame_agreement
     from harness.catalogue.rows import agreement_frame
 
-    for cat_dir in (store[0] / "catalogue", Path(__file__).parents[1] / "results" / "catalogue"):
+    for cat_dir in (store / "catalogue", ROOT / "results" / "catalogue"):
         cat = pd.read_parquet(cat_dir / "catalogue.parquet")
         expected = agreement_frame(frame_agreement(cat))
         path = cat_dir / "backends.parquet"
@@ -610,14 +590,13 @@ def test_the_agreement_of_a_catalogue_frame_is_the_builds(store):
             pd.testing.assert_frame_equal(pd.read_parquet(path), expected, check_dtype=False)
 
 
-def test_a_fault_that_changed_nothing_logged_is_told_from_one_no_test_could_see(tmp_path):
+def test_a_fault_that_changed_nothing_logged_is_told_from_one_no_test_could_see(store_dir, tmp_path):
     """truncation_as_termination acts only when an episode reaches the step cap: on CartPole (cap 500)
-    in 4096 steps of 16 envs none does, so each faulty run logs exactly what its twin logs. The cell
-    says so (``n_unchanged``; the page: "logged exactly what their twins did"), which a user reads
+    in 3 updates of 4 envs x 32 steps none does, so each faulty run logs exactly what its twin logs. The
+    cell says so (``n_unchanged``; the page: "logged exactly what their twins did"), which a user reads
     differently from a change too faint for the test; a fault that acted (zero_reward) counts none."""
-    for seed in (0, 1):
-        for fault in ("none", "truncation_as_termination", "zero_reward"):
-            train([f"fault={fault}", *SMALL, f"seed={seed}", f"results_dir={tmp_path}"])
+    stored(store_dir, tmp_path, *([f"fault={fault}", *TINY, f"seed={seed}"]
+                                  for seed in (0, 1) for fault in ("none", "truncation_as_termination", "zero_reward")))
     write(CatalogueSettings(tmp_path, n_mc=200, trace_metrics=(), plots=False, dataset=False, model=False))
     cat = pd.read_parquet(tmp_path / "catalogue" / "catalogue.parquet")
     assert cell(cat, "truncation_as_termination", "ppo/cartpole/native")["n_unchanged"].eq(2).all()

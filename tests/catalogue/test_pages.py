@@ -1,14 +1,16 @@
 """The catalogue as a person reads it, re-rendered from the published parquet files alone
 (``python -m harness.catalogue render=only``): a short summary page, one page per fault, links that
 resolve, a verdict map and a heatmap per setup that fit a screen with labels on both axes, and the
-command that regenerates each page and figure at its top. No run is trained or read."""
+command that regenerates each page and figure at its top. No run is trained or read.
+
+Rendering the published catalogue (49 faults, 374 cells, a heatmap per setup) takes 20-30 CPU-seconds: the tests
+that read what it wrote are slow (once per session, whichever worker asks first); the fast tier renders the tiny
+catalogue fixture from the command line and checks the published tables' verdict map and heatmap rows in memory."""
 
 from __future__ import annotations
 
 import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -20,8 +22,9 @@ from harness.analysis import plots
 from harness.catalogue.build import render
 from harness.catalogue.report import commands, verdict
 from harness.catalogue.rows import CatalogueTables
+from tests.commands import run
+from tests.paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 PUBLISHED = ROOT / "results" / "catalogue"
 LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
 
@@ -44,12 +47,18 @@ def copy_published(target: Path) -> Path:
     return target
 
 
-@pytest.fixture(scope="module")
-def rendered(tmp_path_factory) -> tuple[Path, dict[str, Path]]:
-    root = copy_published(tmp_path_factory.mktemp("published") / "results")
-    (root / "catalogue" / "faults").mkdir()
-    (root / "catalogue" / "faults" / "no_longer_there.md").write_text("# stale\n")
-    return root / "catalogue", render(root)
+@pytest.fixture(scope="session")
+def rendered(once_per_session) -> tuple[Path, dict[str, Path]]:
+    """The published catalogue's parquet files rendered (a stale fault page beside them), once per session:
+    read it."""
+    def make(target: Path) -> dict[str, str]:
+        root = copy_published(target / "results")
+        (root / "catalogue" / "faults").mkdir()
+        (root / "catalogue" / "faults" / "no_longer_there.md").write_text("# stale\n")
+        return {key: str(path) for key, path in render(root).items()}
+
+    target, written = once_per_session("published-render", make)
+    return target / "results" / "catalogue", {key: Path(path) for key, path in written.items()}
 
 
 @pytest.fixture(scope="module")
@@ -61,6 +70,7 @@ def pages(out: Path) -> list[Path]:
     return [out / "CATALOGUE.md", out / "FAULTS.md", *sorted((out / "faults").glob("*.md"))]
 
 
+@pytest.mark.slow
 def test_render_only_writes_a_short_summary_and_a_page_per_fault(rendered, tables):
     out, written = rendered
     setups = sorted(tables.cells["setup"].unique())
@@ -75,6 +85,7 @@ def test_render_only_writes_a_short_summary_and_a_page_per_fault(rendered, table
         assert section in summary, section
     assert "Even seeds calibrate, odd seeds are held\nout" in summary
     assert commands(str(out.parent))[1] in "\n".join(summary.splitlines()[:12])
+    assert (out / "plots" / plots.VERDICTS_FILE).stat().st_size > 10_000
     for fault in faults:
         assert f"| [{fault}](faults/{fault}.md) |" in summary, fault
     # every cell's verdict is on the summary, a "no trace" one names the setup it holds on
@@ -87,6 +98,7 @@ def test_render_only_writes_a_short_summary_and_a_page_per_fault(rendered, table
             assert f"undecided ({c['n_faulty']} seeds" in text
 
 
+@pytest.mark.slow
 def test_the_summary_gives_each_views_verdicts_in_brief(rendered, tables):
     """The summary's per-view section is a row per setup and view (decided cells manifested, and the cells
     whose verdict there differs from the canonical metrics'), not a row per cell: each count and each
@@ -109,6 +121,7 @@ def test_the_summary_gives_each_views_verdicts_in_brief(rendered, tables):
     assert rows < 40 and "\\|" not in section       # one row per setup and view, no cell rows
 
 
+@pytest.mark.slow
 def test_each_fault_page_has_mechanism_provenance_cells_views_and_traces(rendered, tables):
     out, _ = rendered
     views = pd.read_parquet(PUBLISHED / "views.parquet")
@@ -132,6 +145,7 @@ def test_each_fault_page_has_mechanism_provenance_cells_views_and_traces(rendere
     assert "Healthy controls that mimic it: ratio_pinned (100%)" in shared
 
 
+@pytest.mark.slow
 def test_every_link_of_every_page_resolves(rendered, tables):
     out, _ = rendered
     checked = 0
@@ -148,6 +162,7 @@ def test_every_link_of_every_page_resolves(rendered, tables):
     assert all(f"[{s}](plots/{plots.heatmap_file(s)})" in summary for s in tables.cells["setup"].unique())
 
 
+@pytest.mark.slow
 def test_a_heatmap_per_setup_fits_a_screen_with_labels_on_both_axes(rendered, tables):
     out, _ = rendered
     command = commands("results")[1]
@@ -178,8 +193,7 @@ def test_a_heatmap_per_setup_fits_a_screen_with_labels_on_both_axes(rendered, ta
         assert Image.open(out / "plots" / panel.file).size == (round(width), round(height))
 
 
-def test_the_verdict_map_has_every_cell_s_verdict_where_it_was_run(rendered, tables):
-    out, _ = rendered
+def test_the_verdict_map_has_every_cell_s_verdict_where_it_was_run(tables):
     cells = tables.cells
     table = plots.verdict_map_frame(cells)
     # a column per setup and onset kind, onset 0 first within a setup; a row per fault (parameter set)
@@ -212,7 +226,6 @@ def test_the_verdict_map_has_every_cell_s_verdict_where_it_was_run(rendered, tab
         assert [t.get_text() for t in ax.get_yticklabels()] == list(table.index)
     finally:
         plots.plt.close(fig)
-    assert (out / "plots" / plots.VERDICTS_FILE).stat().st_size > 10_000
 
 
 def test_a_fault_with_two_parameter_sets_has_two_heatmap_rows(tables):
@@ -227,13 +240,18 @@ def test_a_fault_with_two_parameter_sets_has_two_heatmap_rows(tables):
     assert len(rows) == 2 and any("scale=2" in r for r in rows)
 
 
-def test_render_only_on_the_command_line(tmp_path):
-    root = copy_published(tmp_path / "results")
-    out = subprocess.run([sys.executable, "-m", "harness.catalogue", f"results_dir={root}", "render=only"],
-                         capture_output=True, text=True, timeout=300, cwd=ROOT)
+def test_render_only_on_the_command_line(tiny_copy):
+    """render=only from the command line: the pages and the summary plots are written from the parquet files,
+    and no run is read although the runs are there (the tiny catalogue fixture, its pages removed)."""
+    root = tiny_copy("catalogue")
+    shutil.rmtree(root / "catalogue" / "faults")
+    for path in [root / "catalogue" / "CATALOGUE.md", *(root / "catalogue" / "plots").glob("[hv]*.png")]:
+        path.unlink()
+    out = run("harness.catalogue", f"results_dir={root}", "render=only", cwd=ROOT)
     assert out.returncode == 0, out.stderr
     assert f"wrote {root}/catalogue/CATALOGUE.md" in out.stdout and "reading" not in out.stdout
     assert (root / "catalogue" / "plots" / "verdicts.png").exists() and (root / "catalogue" / "faults").is_dir()
+    assert (root / "catalogue" / "CATALOGUE.md").exists()
 
 
 @pytest.mark.parametrize("args, message", [
@@ -245,8 +263,7 @@ def test_render_only_on_the_command_line(tmp_path):
 def test_bad_render_arguments_are_one_line(args, message, tmp_path):
     empty = tmp_path / "empty"
     (empty / "runs").mkdir(parents=True)
-    out = subprocess.run([sys.executable, "-m", "harness.catalogue", *[a.format(empty=empty) for a in args]],
-                         capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    out = run("harness.catalogue", *[a.format(empty=empty) for a in args], cwd=tmp_path)
     assert out.returncode == 2, out.stderr
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and message.format(empty=empty) in lines[0]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import collections
-from pathlib import Path
 
 import pytest
 import yaml
@@ -11,8 +10,9 @@ import yaml
 from faults import FAULTS
 from harness.config import ConfigError
 from harness.pipeline.sample import Space, batch_of, estimated_cost
+from tests.paths import ROOT
 
-SPACE = yaml.safe_load((Path(__file__).resolve().parent.parent / "harness" / "conf" / "sweep" / "dataset.yaml").read_text())
+SPACE = yaml.safe_load((ROOT / "harness" / "conf" / "sweep" / "dataset.yaml").read_text())
 SWEEPER = SPACE["hydra"]["sweeper"]
 
 
@@ -168,10 +168,12 @@ def test_a_fault_no_drawn_setup_can_run_does_not_starve_the_others():
     assert all(faults[f] >= 3 for f in drawable), {f: faults[f] for f in drawable if faults[f] < 3}
 
 
+@pytest.mark.slow
 def test_a_drawn_run_s_command_line_composes_to_the_run_the_sweep_trains(drawn):
     """``Spec.overrides()`` is the command line that trains one drawn run alone: composed as ``python -m
     harness`` composes it, it is the run the sweep trains (the same run id). One draw per setup and
-    fault form, which includes GRPO's nested reward weights and string settings."""
+    fault form, which includes GRPO's nested reward weights and string settings. (Slow: about 60 Hydra
+    compositions, 0.2 s each.)"""
     from harness.pipeline.compose import make_experiment
     from harness.pipeline.sample import SampledBases, specialise
     from harness.store import run_id

@@ -3,6 +3,7 @@ kept, the numerics a run ran with, retrain; the run command's picture and Tensor
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import platform
@@ -20,7 +21,12 @@ from harness.pipeline.experiment import run_experiment
 from harness.pipeline.report import traced_metrics
 from harness.pipeline.train import get_or_train
 from harness.store import RunStore, atomic_write_bytes, atomic_write_parquet, run_id
-from tests.helpers import SHORT, make_experiment, train
+from tests.helpers import make_experiment, train
+
+#: 4 envs x 32 steps x 3 updates
+TINY = ["algo.num_envs=4", "algo.n_steps=32", "env.total_timesteps=384"]
+#: 16 envs x 64 steps x 4 updates
+SMALL = ["env.total_timesteps=4096", "algo.n_steps=64"]
 
 
 def test_run_id_is_a_stable_hash_of_the_config_minus_outputs(tmp_path):
@@ -34,7 +40,7 @@ def test_run_id_is_a_stable_hash_of_the_config_minus_outputs(tmp_path):
 
 
 def test_stored_run_has_canonical_columns_and_complete_meta(tmp_path):
-    res = train(["fault=shared_policy", *SHORT, f"results_dir={tmp_path}"])
+    res = train(["fault=shared_policy", *TINY, f"results_dir={tmp_path}"])
     run_dir = RunStore(tmp_path).run_dir(res.run_id)
     files = ["episodes.parquet", "meta.json", "metrics.parquet", "steps.parquet"]
     assert sorted(p.name for p in run_dir.iterdir()) == files
@@ -48,11 +54,11 @@ def test_stored_run_has_canonical_columns_and_complete_meta(tmp_path):
     assert all(len(d["sha256"]) == 64 and d["bytes"] > 0 for d in meta["files"].values())
 
 
-def test_per_update_metrics_are_derived_from_the_stored_optimizer_steps(tmp_path):
-    res = train(["fault=none", *SHORT, f"results_dir={tmp_path}"])
-    steps = RunStore(tmp_path).load_steps(res.run_id)
+def test_per_update_metrics_are_derived_from_the_stored_optimizer_steps(store_dir):
+    res = train(["fault=none", *TINY, f"results_dir={store_dir}"])
+    steps = RunStore(store_dir).load_steps(res.run_id)
     assert tuple(steps.columns) == STEP_COLUMNS
-    assert len(steps) == 12 * 10 * 4 and steps["stepped"].all()     # 12 updates x 10 epochs x 4 minibatches
+    assert len(steps) == 3 * 10 * 4 and steps["stepped"].all()     # 3 updates x 10 epochs x 4 minibatches
     by_update = steps.groupby("update")
     m = res.metrics.set_index("update")
     for name in ("policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac", "grad_norm"):
@@ -61,18 +67,18 @@ def test_per_update_metrics_are_derived_from_the_stored_optimizer_steps(tmp_path
     assert (by_update["stepped"].sum() == m["optimizer_steps"]).all()
 
 
-def test_episodes_record_the_env_return_beside_the_learner_return(tmp_path):
+def test_episodes_record_the_env_return_beside_the_learner_return(store_dir):
     # zero_reward zeroes what the learner gets; the monitor inside the wrapper sees CartPole's own reward
-    res = train(["fault=zero_reward", *SHORT, f"results_dir={tmp_path}"])
-    episodes = RunStore(tmp_path).load_episodes(res.run_id)
+    res = train(["fault=zero_reward", *SMALL, f"results_dir={store_dir}"])
+    episodes = RunStore(store_dir).load_episodes(res.run_id)
     assert tuple(episodes.columns) == EPISODE_COLUMNS and len(episodes) > 20
     assert (episodes["return"] == 0).all()
     assert (episodes["env_return"] == episodes["length"]).all()      # CartPole pays 1 per step
-    assert episodes["env_step"].is_monotonic_increasing and episodes["update"].between(0, 11).all()
+    assert episodes["env_step"].is_monotonic_increasing and episodes["update"].between(0, 3).all()
 
 
 def test_truncated_or_changed_file_makes_the_run_corrupt_and_it_is_retrained(tmp_path, capsys):
-    first = train(["fault=zero_reward", *SHORT, f"results_dir={tmp_path}"])
+    first = train(["fault=zero_reward", *TINY, f"results_dir={tmp_path}"])
     store = RunStore(tmp_path)
     path = store.run_dir(first.run_id) / "metrics.parquet"
     path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
@@ -80,7 +86,7 @@ def test_truncated_or_changed_file_makes_the_run_corrupt_and_it_is_retrained(tmp
     warnings = []
     assert list(store.iter_metas(warn=warnings.append)) == []
     assert len(warnings) == 1 and first.run_id in warnings[0] and "\n" not in warnings[0]
-    again = train(["fault=zero_reward", *SHORT, f"results_dir={tmp_path}"])
+    again = train(["fault=zero_reward", *TINY, f"results_dir={tmp_path}"])
     assert not again.reused and again.meta["status"] == "ok"
     assert "is corrupt" in capsys.readouterr().err
     assert store.problem(first.run_id) is None
@@ -91,35 +97,35 @@ def test_truncated_or_changed_file_makes_the_run_corrupt_and_it_is_retrained(tmp
     assert "does not match the checksum" in store.problem(first.run_id)
 
 
-def test_identical_run_is_reused_not_retrained(tmp_path):
-    first = train(["fault=zero_reward", *SHORT, f"results_dir={tmp_path}"])
-    mtime = (RunStore(tmp_path).run_dir(first.run_id) / "meta.json").stat().st_mtime_ns
-    again = train(["fault=zero_reward", *SHORT, f"results_dir={tmp_path}"])
+def test_identical_run_is_reused_not_retrained(store_dir):
+    first = train(["fault=zero_reward", *TINY, f"results_dir={store_dir}"])
+    mtime = (RunStore(store_dir).run_dir(first.run_id) / "meta.json").stat().st_mtime_ns
+    again = train(["fault=zero_reward", *TINY, f"results_dir={store_dir}"])
     assert again.reused and again.run_id == first.run_id
-    assert (RunStore(tmp_path).run_dir(first.run_id) / "meta.json").stat().st_mtime_ns == mtime
+    assert (RunStore(store_dir).run_dir(first.run_id) / "meta.json").stat().st_mtime_ns == mtime
 
 
 def test_unfinished_run_directory_is_redone(tmp_path):
-    exp = make_experiment(["fault=zero_reward", *SHORT, f"results_dir={tmp_path}"])
+    exp = make_experiment(["fault=zero_reward", *TINY, f"results_dir={tmp_path}"])
     run_dir = RunStore(tmp_path).run_dir(run_id(exp.key()))
     run_dir.mkdir(parents=True)
     (run_dir / "metrics.parquet").write_bytes(b"half a file")
     (run_dir / "meta.json").write_text('{"run_id": "trunc')  # a torn write
-    res = train(["fault=zero_reward", *SHORT, f"results_dir={tmp_path}"])
-    assert not res.reused and res.meta["status"] == "ok" and len(res.metrics) == 12
+    res = train(["fault=zero_reward", *TINY, f"results_dir={tmp_path}"])
+    assert not res.reused and res.meta["status"] == "ok" and len(res.metrics) == 3
     assert not any(p.name.endswith(".tmp") for p in run_dir.iterdir())
 
 
-def test_crashed_run_is_stored_with_traceback_and_metrics_so_far(tmp_path):
+def test_crashed_run_is_stored_with_traceback_and_metrics_so_far(store_dir):
     # each of the 2 envs raises on its 301st step, part-way through update 11
     res = train(["env.id=harness-test/Crashing-v0", "algo.num_envs=2", "algo.n_steps=32",
-                 "env.total_timesteps=2000", f"results_dir={tmp_path}"])
+                 "env.total_timesteps=2000", f"results_dir={store_dir}"])
     assert res.meta["status"] == "crashed"
     assert "simulator exploded after 300 steps" in res.meta["error"]
     assert res.meta["n_updates"] == len(res.metrics) == 11 < res.meta["n_updates_planned"]
     assert res.metrics["env_step"].iloc[-1] <= 2 * 300
     again = train(["env.id=harness-test/Crashing-v0", "algo.num_envs=2", "algo.n_steps=32",
-                   "env.total_timesteps=2000", f"results_dir={tmp_path}"])
+                   "env.total_timesteps=2000", f"results_dir={store_dir}"])
     assert again.reused and again.meta["status"] == "crashed"
 
 
@@ -127,7 +133,7 @@ def test_diverged_run_is_a_result(tmp_path, capsys):
     # A Gaussian policy with lr x 1e4 from update 2: log-std blows up and the loss goes non-finite.
     exp = make_experiment(["env=pendulum", "fault=excessive_lr", "fault.factor=1e4", "fault.onset=2",
                            "algo.num_envs=4", "algo.n_steps=64", "env.total_timesteps=5120",
-                           "progress=false", f"results_dir={tmp_path}"])
+                           "progress=false", "twin=false", f"results_dir={tmp_path}"])
     assert run_experiment(exp) == 0
     store = RunStore(tmp_path)
     meta = store.load_meta(run_id(exp.key()))
@@ -136,9 +142,6 @@ def test_diverged_run_is_a_result(tmp_path, capsys):
     assert len(m) == meta["n_updates"] and m["update"].iloc[-1] >= 2
     assert m["nonfinite"].iloc[-1] == 1 and (m["nonfinite"].iloc[:-1] == 0).all()
     assert "nonfinite" in capsys.readouterr().out
-
-
-TINY = ["algo.num_envs=4", "algo.n_steps=32", "env.total_timesteps=384"]      # 3 updates of 128 steps
 
 
 def test_store_files_are_created_with_the_users_umask(tmp_path):
@@ -216,3 +219,73 @@ def test_traced_metrics_name_the_signatures_and_the_runs_they_fired_on():
     traced = traced_metrics("ppo", {"zero_reward": ["reward_zero", "reward_flat"], "none (twin)": ["reward_flat"]})
     assert traced == {"return_mean": "progress (no signature on it fired)",
                       "reward_mean": "signature fired: reward_zero, reward_flat (on both runs)"}
+
+
+# ---- what docs/design.md's "Run store" section promises -----------------------------------------
+
+#: the keys docs/design.md lists for meta.json (its "Run store" section), and numerics (its next paragraph)
+META_KEYS = ("run_id", "fault", "fault_params", "onset_update", "fault_form", "fault_kind", "algo", "algo_variant",
+             "env", "env_id", "backend", "seed", "is_control", "hyperparameters", "configured_optimizer_steps",
+             "action_space", "status", "error", "n_updates", "n_updates_planned", "wall_s", "created", "command",
+             "sampled", "start_checkpoint", "versions", "config", "files", "numerics")
+
+
+def test_meta_json_holds_every_key_the_contract_lists(store_dir):
+    """Every key docs/design.md names for meta.json is there, with what the page says it holds: the configured
+    and effective hyperparameters, the versions of python, the harness, the training code and the libraries,
+    the run's identity (``Experiment.key()``) and each file's size and SHA-256."""
+    args = ["fault=zero_reward", *TINY, f"results_dir={store_dir}"]      # test_identical_run_is_reused_not_retrained's
+    res = train(args)
+    meta = json.loads((RunStore(store_dir).run_dir(res.run_id) / "meta.json").read_text())
+    missing = [k for k in META_KEYS if k not in meta]
+    assert not missing, missing
+    assert set(meta["hyperparameters"]) == {"configured", "effective"}
+    assert {"python", "harness", "training", "torch", "gymnasium"} <= set(meta["versions"])
+    assert meta["config"] == json.loads(json.dumps(make_experiment(args).key(), default=str))
+    assert (meta["fault"], meta["onset_update"], meta["fault_kind"], meta["is_control"]) == ("zero_reward", 0, "training",
+                                                                                            False)
+    assert meta["n_updates"] == meta["n_updates_planned"] == 3 and meta["status"] == "ok"
+    for name, digest in meta["files"].items():
+        data = (RunStore(store_dir).run_dir(res.run_id) / name).read_bytes()
+        assert digest == {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}, name
+
+
+def test_a_fault_s_version_and_the_thread_count_are_identity_and_output_and_display_flags_are_not(monkeypatch):
+    """The run id hashes the fault's own code version and ``torch_threads``: bumping one fault's ``version``
+    gives that fault's runs new ids and leaves every other run's (its healthy twin's, another fault's) alone;
+    results_dir, twin, progress, tensorboard and retrain are not part of it."""
+    import dataclasses
+
+    from faults import FAULTS
+    from harness.pipeline.train import healthy_twin
+
+    tiny_clip, zero = make_experiment(["fault=tiny_clip"]), make_experiment(["fault=zero_reward"])
+    ids = {name: run_id(exp.key()) for name, exp in (("tiny", tiny_clip), ("other", zero),
+                                                      ("twin", healthy_twin(tiny_clip)))}
+    assert run_id(dataclasses.replace(tiny_clip, torch_threads=2).key()) != ids["tiny"]
+    for flag in ({"results_dir": "elsewhere"}, {"twin": False}, {"progress": False}, {"tensorboard": True},
+                 {"retrain": True}):
+        assert run_id(dataclasses.replace(tiny_clip, **flag).key()) == ids["tiny"], flag
+    monkeypatch.setattr(FAULTS["tiny_clip"], "version", FAULTS["tiny_clip"].version + 1)
+    assert run_id(tiny_clip.key()) != ids["tiny"]
+    assert run_id(zero.key()) == ids["other"] and run_id(healthy_twin(tiny_clip).key()) == ids["twin"]
+
+
+def test_a_job_waits_for_the_per_run_lock_another_job_holds(store_dir, tmp_path):
+    """Parallel jobs take a per-run lock, ``locks/<run_id>.lock``: a job asking for a run that another
+    process holds the lock of (training it) waits until that one is done, then reuses what it stored."""
+    import shutil
+    import threading
+    import time
+
+    rid = train(["fault=none", *TINY, f"results_dir={store_dir}"]).run_id
+    shutil.copytree(store_dir / "runs" / rid, tmp_path / "runs" / rid)
+    got: list = []
+    waiter = threading.Thread(target=lambda: got.append(train(["fault=none", *TINY, f"results_dir={tmp_path}"])))
+    with RunStore(tmp_path).lock(rid):
+        assert (tmp_path / "locks" / f"{rid}.lock").exists()
+        waiter.start()
+        time.sleep(0.5)
+        assert got == [] and waiter.is_alive()                # it waits for the lock ...
+    waiter.join(timeout=60)
+    assert len(got) == 1 and got[0].reused and got[0].run_id == rid      # ... and then reuses the run

@@ -1,4 +1,8 @@
-"""Sweeps: the catalogue preset, resuming after kill -9, and the cluster launchers."""
+"""Sweeps: the catalogue preset, resuming after kill -9, and the cluster launchers.
+
+A sweep runs in this process (``tests.commands.run``) with ``hydra/launcher=basic`` where the launcher is not
+what is tested (the catalogue preset's joblib launcher starts a process per core, each importing torch);
+a separate process where it is (kill -9, Ray, submitit)."""
 
 from __future__ import annotations
 
@@ -14,12 +18,17 @@ import pytest
 
 from harness.pipeline.sweep import SLICES, Setup, dealing_order, only_setups
 from harness.store import RunStore
+from tests.commands import run
 
 SMALL = ["hydra.sweeper.seeds=2", "hydra.sweeper.faults=[none,shared_policy,zero_reward,tiny_clip]",
          "hydra.sweeper.setups=[{algo:ppo,env:cartpole,backend:native}]",
          "hydra.sweeper.controls=[{algo:ppo_single_pass,env:cartpole,backend:native}]",
-         "hydra.sweeper.progress_every_s=1", "hydra.sweeper.onsets=[0]", "env.total_timesteps=24576"]
+         "hydra.sweeper.progress_every_s=1", "hydra.sweeper.onsets=[0]", "env.total_timesteps=8192"]
 EXPECTED = 4 * 2 + 2      # 4 faults (none included) x 2 seeds + the control x 2 seeds
+#: trains in this process, one job after the other
+IN_PROCESS = "hydra/launcher=basic"
+#: 4 envs x 32 steps x 3 updates
+TINY = ["algo.num_envs=4", "algo.n_steps=32", "env.total_timesteps=384"]
 
 
 def harness(*args: str, **kwargs) -> subprocess.CompletedProcess:
@@ -56,7 +65,7 @@ def test_catalogue_sweep_survives_kill_9_and_resumes(tmp_path):
     before = complete_runs(tmp_path)
     assert 3 <= len(before) < EXPECTED
 
-    out = harness("-m", "+sweep=catalogue", f"results_dir={tmp_path}", *SMALL)
+    out = run("harness", "-m", "+sweep=catalogue", f"results_dir={tmp_path}", *SMALL, IN_PROCESS)
     assert out.returncode == 0, out.stdout + out.stderr
     assert f"{EXPECTED} runs, {len(before)} already stored" in out.stdout
     after = complete_runs(tmp_path)
@@ -66,7 +75,7 @@ def test_catalogue_sweep_survives_kill_9_and_resumes(tmp_path):
     assert sorted({m["fault"] for m in metas}) == ["none", "shared_policy", "tiny_clip", "zero_reward"]
     assert sum(m["is_control"] for m in metas) == 2
 
-    again = harness("-m", "+sweep=catalogue", f"results_dir={tmp_path}", *SMALL)
+    again = run("harness", "-m", "+sweep=catalogue", f"results_dir={tmp_path}", *SMALL, IN_PROCESS)
     assert again.returncode == 0 and f"{EXPECTED} already stored" in again.stdout and "0 to train" in again.stdout
 
 
@@ -153,7 +162,7 @@ def test_a_part_of_the_sweep_is_its_setups_and_their_controls():
      "hydra.sweeper.setups_only: no setup 'ppo/mars/native'; the sweep's setups: ppo/cartpole/native, "),
 ])
 def test_bad_catalogue_sweep_is_one_line(tmp_path, args, message):
-    out = harness("-m", "+sweep=catalogue", f"results_dir={tmp_path}", *args)
+    out = run("harness", "-m", "+sweep=catalogue", f"results_dir={tmp_path}", *args)
     assert out.returncode == 2
     assert out.stderr.strip().startswith("error: ") and message in out.stderr
     assert len(out.stderr.strip().splitlines()) == 1
@@ -181,7 +190,7 @@ def test_submitit_launcher_runs_jobs(tmp_path):
 
 
 def test_slurm_launcher_config_composes():
-    out = harness("hydra/launcher=harness_slurm", "--cfg", "hydra", "-p", "hydra.launcher")
+    out = run("harness", "hydra/launcher=harness_slurm", "--cfg", "hydra", "-p", "hydra.launcher")
     assert out.returncode == 0, out.stderr
     assert "SlurmLauncher" in out.stdout and "cpus_per_task: 1" in out.stdout
 
@@ -222,13 +231,12 @@ def test_seed_batched_jobs_group_consecutive_seeds_of_a_cell():
     assert batch_jobs(mids) == [[*cell, "seed_onsets=[5,2,7]", "seed=0", "seeds=3"]]
 
 
-@pytest.mark.slow
 def test_catalogue_sweep_trains_a_cells_seeds_as_one_batch(tmp_path):
     args = ["-m", "+sweep=catalogue", f"results_dir={tmp_path}", "hydra.sweeper.engine=seed_batched",
             "hydra.sweeper.seeds=3", "hydra.sweeper.faults=[none,tiny_clip]", "hydra.sweeper.controls=[]",
-            "hydra.sweeper.setups=[{algo:ppo,env:cartpole,backend:native}]", "hydra.sweeper.onsets=[0]",
-            "env.total_timesteps=6144", "algo.n_steps=64"]
-    out = harness(*args)
+            "hydra.sweeper.setups=[{algo:ppo,env:cartpole,backend:native}]", "hydra.sweeper.onsets=[0]", *TINY,
+            IN_PROCESS]
+    out = run("harness", *args)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     assert "6 runs, 0 already stored" in out.stdout and "6 to train in 2 job(s)" in out.stdout
     metas = list(RunStore(tmp_path).iter_metas())
@@ -236,9 +244,9 @@ def test_catalogue_sweep_trains_a_cells_seeds_as_one_batch(tmp_path):
     for m in metas:
         assert m["seed_batch"]["size"] == 3 and m["seed_batch"]["seeds"] == [0, 1, 2], m["seed_batch"]
         assert m["config"]["engine"] == "seed_batched"
-    again = harness(*args)
+    again = run("harness", *args)
     assert again.returncode == 0 and "6 already stored" in again.stdout and "0 to train" in again.stdout
-    bad = harness(*args[:3], "hydra.sweeper.engine=vmap")
+    bad = run("harness", *args[:3], "hydra.sweeper.engine=vmap")
     assert bad.returncode == 2 and "hydra.sweeper.engine='vmap'; valid choices: loop, seed_batched" in bad.stderr
 
 
@@ -259,7 +267,8 @@ def test_catalogue_verdicts_agree_between_batched_and_loop_runs(tmp_path):
     results = {}
     for engine in ("loop", "seed_batched"):
         root = tmp_path / engine
-        out = harness("-m", "+sweep=catalogue", f"results_dir={root}", f"hydra.sweeper.engine={engine}", *common)
+        out = run("harness", "-m", "+sweep=catalogue", f"results_dir={root}", f"hydra.sweeper.engine={engine}", *common,
+                  IN_PROCESS)
         assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
         rs = RunSet.load(root)
         results[engine] = {c.info["fault"]: evaluate_cell(c, rs, np.random.default_rng(0), 2000) for c in rs.cells()}
@@ -289,9 +298,9 @@ def test_mid_run_onsets_that_differ_per_seed_train_as_one_batch(tmp_path):
     from harness.pipeline.compose import make_experiment
     from harness.store import RunStore, run_id
 
-    common = ["fault=tiny_clip", "env.total_timesteps=12288", "algo.n_steps=64", "engine=seed_batched",
-              f"results_dir={tmp_path}", "twin=false", "progress=false"]
-    out = harness(*common, "seeds=3", "seed_onsets=[5,2,7]")
+    common = ["fault=tiny_clip", "algo.num_envs=4", "algo.n_steps=32", "env.total_timesteps=1024", "engine=seed_batched",
+              f"results_dir={tmp_path}", "twin=false", "progress=false"]         # 8 updates
+    out = run("harness", *common, "seeds=3", "seed_onsets=[5,2,7]")
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     metas = {m["seed"]: m for m in RunStore(tmp_path).iter_metas()}
     assert sorted(metas) == [0, 1, 2]
@@ -302,7 +311,7 @@ def test_mid_run_onsets_that_differ_per_seed_train_as_one_batch(tmp_path):
         assert m["run_id"] == run_id(with_onset(dataclasses.replace(base, seed=seed), onset).key())
     for bad, message in ((["seeds=2", "seed_onsets=[5]"], "seed_onsets has 1 onsets for seeds=2: give one per seed"),
                          (["seeds=1", "seed_onsets=[500]"], "seed_onsets=[500]: onset 500 is beyond the run")):
-        got = harness(*common, *bad)
+        got = run("harness", *common, *bad)
         assert got.returncode == 2 and message in got.stderr, got.stderr[-2000:]
-    none = harness(*[c for c in common if c != "fault=tiny_clip"], "fault=none", "seed_onsets=[3]")
+    none = run("harness", *[c for c in common if c != "fault=tiny_clip"], "fault=none", "seed_onsets=[3]")
     assert none.returncode == 2 and "it means nothing with fault=none" in none.stderr

@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.paths import ROOT
+
 PACKAGES = ("harness", "faults", "hydra_plugins")
 
 #: layer of a module, by the longest matching prefix (higher imports lower, never the reverse)

@@ -1,10 +1,15 @@
-"""Every bad input is one line: a non-zero exit code, no traceback, and no stored run changed."""
+"""Every bad input is one line: a non-zero exit code, no traceback, and no stored run changed.
+
+The commands run in-process (tests.commands.run); what only a separate process shows (Ctrl-C as a signal,
+the exit code ``python -m`` ends with) starts one.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -18,14 +23,15 @@ from harness.config import ConfigError
 from harness.logs.exporter import export
 from harness.logs.readers import read
 from harness.store import RunStore
+from tests.commands import Ran, run
 from tests.helpers import train
+from tests.paths import DATA
 
 TINY = ["algo.num_envs=4", "algo.n_steps=32", "env.total_timesteps=384"]      # 3 updates of 128 steps
-DATA = Path(__file__).parent / "data"
 
 
-def command(module: str, *args: str, timeout: int = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", module, *args], capture_output=True, text=True, timeout=timeout)
+def command(module: str, *args: str) -> Ran:
+    return run(module, *args)
 
 
 def snapshot(root: Path) -> dict[str, tuple[str, int, int]]:
@@ -35,7 +41,7 @@ def snapshot(root: Path) -> dict[str, tuple[str, int, int]]:
             for p in sorted(root.rglob("*")) if p.is_file()}
 
 
-def assert_one_line(out: subprocess.CompletedProcess, expected: str) -> None:
+def assert_one_line(out: Ran, expected: str) -> None:
     lines = out.stderr.strip().splitlines()
     assert out.returncode != 0, out.stdout
     assert len(lines) == 1, out.stderr
@@ -44,10 +50,13 @@ def assert_one_line(out: subprocess.CompletedProcess, expected: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory) -> Path:
-    """A store holding one healthy run (3 updates)."""
+def store(tmp_path_factory, store_dir) -> Path:
+    """A store of this module's own holding one healthy run (3 updates; trained once per session in the
+    shared store, then copied: these tests compare the whole store before and after)."""
+    rid = train(["fault=none", *TINY, f"results_dir={store_dir}"]).run_id
     root = tmp_path_factory.mktemp("store")
-    train(["fault=none", *TINY, f"results_dir={root}"])
+    shutil.copytree(store_dir / "runs" / rid, root / "runs" / rid)
+    assert RunStore(root).problem(rid) is None
     return root
 
 
@@ -78,6 +87,7 @@ def test_results_dir_that_is_a_file(tmp_path):
     assert path.read_text() == "not a store\n" and sorted(tmp_path.iterdir()) == [path]
 
 
+@pytest.mark.slow
 def test_ctrl_c_stops_with_one_line_and_leaves_the_store_as_it_was(store):
     """SIGINT to the command's process group (what Ctrl-C sends) part-way through a long run."""
     before = snapshot(store / "runs")

@@ -1,12 +1,18 @@
 """The command line as a user runs it: bad overrides (with "did you mean"), the run command, multirun, every
-command's --help, and the old names of renamed keys."""
+command's --help, and the old names of renamed keys.
+
+The commands run in-process (tests.commands.run: ``main(argv)``, exit code and output captured);
+``python -m harness.X`` is checked to reach the same ``main`` (runpy, as ``-m`` runs a module), and the
+installed wheel runs every command from a fresh process in tests/cli/test_package.py (slow tier).
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import importlib.util
 import json
 import re
-import subprocess
-import sys
+import runpy
 from pathlib import Path
 
 import pandas as pd
@@ -18,12 +24,17 @@ from faults import FAULTS
 from harness.config import CONF_DIR, ConfigError
 from harness.metrics import COLUMNS
 from harness.pipeline.compose import make_experiment, preflight
-from harness.store import RunStore
+from harness.pipeline.train import healthy_twin
+from harness.store import RunStore, run_id
+from tests.commands import COMMANDS, Ran, run
+from tests.paths import DATA, TESTS
+
+#: 3 updates of 4 envs x 32 steps: the shortest run the run command accepts with room for a fault's onset
+TINY = ["algo.num_envs=4", "algo.n_steps=32", "env.total_timesteps=384"]
 
 
-def harness(*args: str, cwd=None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "harness", *args], capture_output=True, text=True,
-                          cwd=cwd, timeout=300)
+def harness(*args: str, cwd=None) -> Ran:
+    return run("harness", *args, cwd=cwd)
 
 
 @pytest.mark.parametrize("args, expected", [
@@ -68,8 +79,8 @@ def test_python_api_gives_the_same_one_line_errors(args, expected):
 
 
 def test_run_command_trains_fault_and_twin_then_reuses(tmp_path):
-    args = ["fault=shared_policy", f"results_dir={tmp_path}", "env.total_timesteps=8192", "algo.n_steps=64"]
-    out = harness(*args)
+    args = ["fault=shared_policy", f"results_dir={tmp_path}", "env.total_timesteps=2048", "algo.n_steps=64"]
+    out = harness(*args)                                   # 2 updates of 16 envs x 64 steps, and the twin's
     assert out.returncode == 0, out.stderr
     assert "shared_policy" in out.stdout and "none (twin)" in out.stdout
     assert "ratio_dev_max" in out.stdout and "ratio_pinned" in out.stdout
@@ -79,6 +90,7 @@ def test_run_command_trains_fault_and_twin_then_reuses(tmp_path):
     faulty = store.load_metrics(metas["shared_policy"]["run_id"])
     twin = store.load_metrics(metas["none"]["run_id"])
     assert tuple(faulty.columns) == tuple(twin.columns) == COLUMNS
+    assert faulty["fault_active"].any()
     assert (faulty.loc[faulty["fault_active"], "ratio_dev_max"] == 0).all()
     assert (twin["ratio_dev_max"] > 0).all()
 
@@ -88,35 +100,30 @@ def test_run_command_trains_fault_and_twin_then_reuses(tmp_path):
     pd.testing.assert_frame_equal(store.load_metrics(metas["shared_policy"]["run_id"]), faulty)
 
 
-def test_twin_false_skips_the_twin(tmp_path):
-    out = harness("fault=zero_reward", "twin=false", f"results_dir={tmp_path}",
-                  "env.total_timesteps=4096", "algo.n_steps=64")
-    assert out.returncode == 0, out.stderr
-    assert [m["fault"] for m in RunStore(tmp_path).iter_metas()] == ["zero_reward"]
-
-
-def test_multirun_sweeps_faults_and_seeds(tmp_path):
-    out = harness("-m", "fault=none,tiny_clip", "seed=0,1", "twin=false", f"results_dir={tmp_path}",
-                  "env.total_timesteps=4096", "algo.n_steps=64")
+def test_multirun_sweeps_faults_and_seeds_and_twin_false_skips_the_twin(tmp_path):
+    out = harness("-m", "fault=tiny_clip,zero_reward", "seed=0,1", "twin=false", f"results_dir={tmp_path}", *TINY)
     assert out.returncode == 0, out.stderr
     runs = sorted((m["fault"], m["seed"]) for m in RunStore(tmp_path).iter_metas())
-    assert runs == [("none", 0), ("none", 1), ("tiny_clip", 0), ("tiny_clip", 1)]
+    assert runs == [("tiny_clip", 0), ("tiny_clip", 1), ("zero_reward", 0), ("zero_reward", 1)]    # no twin
 
 
-def test_grpo_zero_reward_command(tmp_path):
-    out = harness("algo=grpo", "env=toyseq", "fault=zero_reward", f"results_dir={tmp_path}",
-                  "env.total_timesteps=30720")           # 24 updates of 128 completions x 10 tokens
+def test_grpo_zero_reward_command(store_dir):
+    """The GRPO command end to end: fault and twin trained (from the session's shared warm-up checkpoint),
+    the table in GRPO's metrics, the fault's mechanics in every active update. That the healthy twin
+    learns is tests/agents/test_grpo.py::test_healthy_grpo_learns_the_default_task (slow tier)."""
+    args = ["algo=grpo", "env=toyseq", "fault=zero_reward", "env.total_timesteps=3840"]   # 3 updates of 128 x 10 tokens
+    out = harness(*args, f"results_dir={store_dir}")
     assert out.returncode == 0, out.stderr
     assert "frac_reward_zero_std" in out.stdout and "groups_uniform" in out.stdout
-    store = RunStore(tmp_path)
-    metas = {m["fault"]: m for m in store.iter_metas()}
-    faulty = store.load_metrics(metas["zero_reward"]["run_id"])
+    store = RunStore(store_dir)
+    exp = make_experiment([*args, f"results_dir={store_dir}"])
+    faulty = store.load_metrics(run_id(exp.key()))
     active = faulty[faulty["fault_active"]]
-    assert len(active) == 24
+    assert len(active) == 3
     assert (active["frac_reward_zero_std"] == 1).all()
     assert (active[["adv_mean", "adv_std", "policy_loss"]] == 0).all().all()
-    twin = store.load_metrics(metas["none"]["run_id"])["reward_mean"]
-    assert twin.iloc[-10:].mean() > twin.iloc[:10].mean() + 0.05
+    twin = store.load_metrics(run_id(healthy_twin(exp).key()))
+    assert (twin["frac_reward_zero_std"] < 1).all() and (twin["adv_std"] > 0).all()
 
 
 def test_grpo_defaults_to_the_token_task_unless_the_command_line_picks_an_env():
@@ -206,11 +213,15 @@ def _composed(config_name: str) -> DictConfig:
         return compose(config_name)
 
 
-@pytest.mark.parametrize("module", sorted(HELP))
+#: Hydra renders --help by looking up every config group's options, deep-copying its config repository each
+#: time: about 2.5 CPU-s a command. The fast tier reads the run command's; the slow tier every other's.
+HELP_CASES = [m if m == "harness" else pytest.param(m, marks=pytest.mark.slow) for m in sorted(HELP)]
+
+
+@pytest.mark.parametrize("module", HELP_CASES)
 def test_help_says_what_the_command_does_its_keys_and_only_its_groups(module):
     config_name, groups, foreign = HELP[module]
-    out = subprocess.run([sys.executable, "-m", module, "--help"], capture_output=True, text=True, timeout=120,
-                         cwd=Path(__file__).parent)
+    out = run(module, "--help", cwd=TESTS)
     assert out.returncode == 0, out.stderr
     text = out.stdout
     cfg = _composed(config_name)
@@ -247,9 +258,8 @@ def test_diagnose_old_names_set_the_new_keys_and_note_themselves():
 
 
 def test_diagnose_command_prints_a_note_per_old_name(tmp_path):
-    log = Path(__file__).parent / "data" / "sb3" / "progress.csv"
-    out = subprocess.run([sys.executable, "-m", "harness.diagnose", f"log={log}", "run=x", "format=json",
-                          f"catalogue={tmp_path}"], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    log = DATA / "sb3" / "progress.csv"
+    out = run("harness.diagnose", f"log={log}", "run=x", "format=json", f"catalogue={tmp_path}", cwd=tmp_path)
     lines = out.stderr.strip().splitlines()
     assert lines[:3] == ["note: run= is now select= (the old name still works)",
                          "note: format= is now output= (the old name still works)",
@@ -265,7 +275,7 @@ def test_diagnose_command_prints_a_note_per_old_name(tmp_path):
 def test_a_bare_path_is_the_log_and_a_bad_one_is_one_line(tmp_path):
     from harness.commands.app import with_positional
 
-    log = Path(__file__).parent / "data" / "sb3" / "progress.csv"
+    log = DATA / "sb3" / "progress.csv"
     assert with_positional([str(log), "output=json"], "log") == [f"log={log}", "output=json"]
     assert with_positional(["--cfg", "job", f"log={log}"], "log") == ["--cfg", "job", f"log={log}"]
     assert with_positional(["output=json"], "log") == ["output=json"]
@@ -273,12 +283,79 @@ def test_a_bare_path_is_the_log_and_a_bad_one_is_one_line(tmp_path):
         with_positional([str(log), f"log={log}"], "log")
     with pytest.raises(ConfigError, match="no such file or directory"):
         with_positional([str(tmp_path / "missing.csv")], "log")
-    out = subprocess.run([sys.executable, "-m", "harness.diagnose", str(log), "output=json"],
-                         capture_output=True, text=True, timeout=120)
+    out = run("harness.diagnose", str(log), "output=json")
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["log"] == str(log)
-    bad = subprocess.run([sys.executable, "-m", "harness.watch", str(tmp_path / "missing.csv")],
-                         capture_output=True, text=True, timeout=120)
+    bad = run("harness.watch", str(tmp_path / "missing.csv"))
     assert bad.returncode == 2
     assert bad.stderr.strip().splitlines() == [f"error: {tmp_path / 'missing.csv'}: no such file or directory "
                                                "(the log to read: log=PATH)"]
+
+
+# ---- python -m harness.X -------------------------------------------------------------------------
+
+def _main_file(module: str) -> Path:
+    """The file ``python -m module`` runs: the module, or a package's __main__.py."""
+    spec = importlib.util.find_spec(module)
+    return Path(spec.origin).with_name("__main__.py") if spec.submodule_search_locations else Path(spec.origin)
+
+
+@pytest.mark.parametrize("module", sorted(COMMANDS))
+def test_python_m_runs_the_command(module, monkeypatch, capsys):
+    """``python -m harness.X`` runs the file as __main__, which hands the process's arguments to the command's
+    main: here a misspelled key, which every command refuses with its one line. (runpy.run_path: pytest's
+    assertion rewriter imports the harness package, as the plugin's, and run_module cannot read its code.)"""
+    monkeypatch.setattr("sys.argv", [module, "nokey=1"])
+    with pytest.raises(SystemExit) as stop:
+        runpy.run_path(str(_main_file(module)), run_name="__main__")
+    assert stop.value.code == 2
+    assert capsys.readouterr().err.startswith("error: Could not override 'nokey': no such key")
+
+
+# ---- what the run command ends with (README.md, docs/design.md "Commands") -------------------------------
+
+def _table(stdout: str) -> dict[str, list[str]]:
+    """The side-by-side table's rows: metric -> its cells, one per run."""
+    rows = {}
+    for line in stdout.splitlines():
+        cells = [c.strip() for c in line.strip().strip("│").split("│")]
+        if line.startswith("│") and len(cells) > 1:
+            rows[cells[0]] = cells[1:]
+    return rows
+
+
+def test_the_run_command_ends_with_medians_after_the_onset_the_signatures_and_the_run_ids(store_dir):
+    """The fault and its healthy twin for each of ``seeds`` seeds (each with its twin); the table compares
+    the first seed: medians over the updates from the fault's onset on (not over the whole run), then the
+    signatures that fired from the onset, the run ids stored, and a summary line per group. (Seed 0's pair
+    is the per-fault check's zero_reward pair: tests/faults/setups.py, shared through ``store_dir``.)"""
+    from harness.pipeline.report import KEY_METRICS, fmt
+
+    args = ["fault=zero_reward", "fault.onset=1", *TINY, f"results_dir={store_dir}"]
+    out = harness(*args, "seeds=2", "progress=false")
+    assert out.returncode == 0, out.stderr
+    exp = make_experiment(args)
+    store = RunStore(store_dir)
+    faulty, twin = (run_id(e.key()) for e in (exp, healthy_twin(exp)))
+    lines = [x.rstrip() for x in out.stdout.splitlines()]
+    assert "median over updates >= 1 (fault onset)" in lines
+    rows = _table(out.stdout)
+    assert rows["updates"] == ["3/3", "3/3"] and rows["status"] == ["ok", "ok"]
+    differs = False
+    for column, rid in enumerate((faulty, twin)):
+        m = store.load_metrics(rid)
+        for name in KEY_METRICS["ppo"]:
+            after = m.loc[m["update"] >= 1, name]
+            assert rows[name][column] == fmt(float(after.median())), (rid, name)
+            differs |= fmt(float(m[name].median())) != rows[name][column]
+    assert differs, "over the whole run the medians would read the same: nothing shows they start at the onset"
+    assert "signatures that fired (updates >= 1):" in lines
+    assert "    - reward_zero (reward_mean == 0 on 100% of 2 updates)" in lines       # 2 updates from the onset
+    at = lines.index(f"stored in {store_dir}/runs/:")
+    assert [x.strip() for x in lines[at + 1:at + 3]] == [faulty, twin]
+    for label in ("zero_reward", "none (twin)"):
+        assert any(x.startswith(f"{label}: last return_mean over 2 seeds: ") for x in lines), label
+    seeds = {(m["fault"], m["seed"]) for m in store.iter_metas() if m["run_id"] in
+             {run_id(e.key()) for s in (0, 1) for e in (dataclasses.replace(exp, seed=s),
+                                                         healthy_twin(dataclasses.replace(exp, seed=s)))}}
+    assert seeds == {("zero_reward", 0), ("zero_reward", 1), ("none", 0), ("none", 1)}

@@ -7,21 +7,24 @@
   ``<!-- output of: COMMAND -->``; figures still to be produced are a ``<!-- to be regenerated:
   COMMAND -->`` line instead of a block;
 - the output of cheap commands (``python -m harness.diagnose``, ``--help``, and error examples: no
-  training) is produced again and compared with its block, timings and absolute paths normalised;
+  training) is produced again (in-process: tests.commands.run) and compared with its block, timings and
+  absolute paths normalised;
 - run ids shown anywhere are the ones the current code gives for the training commands shown
   (``make_experiment(args).key()`` -> ``run_id``, and the healthy twin's), so a change to run identity
-  (``harness.TRAINING_VERSION``, a fault's ``version``) cannot leave stale ids behind.
+  (``harness.TRAINING_VERSION``, a fault's ``version``) cannot leave stale ids behind;
+- every test file a page names (``tests/.../test_x.py``) exists.
 
-``python -m tests.test_docs`` rewrites the cheap blocks from the commands' current output.
+``python -m tests.cli.test_docs`` rewrites the cheap blocks from the commands' current output.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shlex
-import subprocess
-import sys
+import warnings
+from collections import defaultdict
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -32,8 +35,9 @@ from harness.config import ConfigError
 from harness.pipeline.compose import make_experiment, preflight
 from harness.pipeline.train import healthy_twin
 from harness.store import run_id
+from tests.commands import run
+from tests.paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 LINKED = [*PAGES, ROOT / "results" / "README.md", ROOT / "benchmarks" / "realworld" / "README.md"]
 COMMANDS = {"harness": "config", "harness.diagnose": "diagnose", "harness.evaluate": "evaluate",
@@ -46,6 +50,8 @@ RUN_ID = re.compile(r"\b[a-z0-9_]+-[a-z0-9_]+-(?:native|sb3|trl)-[a-z0-9_]+-s\d+
 PLACEHOLDER_WORD = re.compile(r"\b[A-Z][A-Z_]+\b|\.\.\.|\||<|\[")
 #: paths no page may cite: the shared folder outside the repository, machine paths
 OUTSIDE = re.compile(r"\.\./shared|/work/|/home/|DESIGN\.md")
+#: a test file named on a page (in prose or code, linked or not)
+TEST_FILE = re.compile(r"(?<![\w./-])(tests/[\w/]*test_\w+\.py)")
 
 
 @dataclass(frozen=True)
@@ -189,8 +195,11 @@ def test_no_code_comment_cites_the_design_outside_the_repository():
     assert not bad, "cite docs/design.md instead:\n" + "\n".join(bad)
 
 
-def test_readme_is_short():
-    assert len((ROOT / "README.md").read_text().split("\n")) <= 200
+def test_every_test_file_a_page_names_exists():
+    missing = [f"{p.relative_to(ROOT)}:{i}: {path}" for p in LINKED
+               for i, line in enumerate(p.read_text().split("\n"), 1) for path in TEST_FILE.findall(line)
+               if not (ROOT / path).is_file()]
+    assert not missing, "test files the pages name that do not exist:\n" + "\n".join(missing)
 
 
 # ---- commands -------------------------------------------------------------------------------------
@@ -199,19 +208,33 @@ def test_the_pages_show_commands():
     assert len(command_lines()) >= 20
 
 
-@pytest.mark.parametrize("where,command", command_lines(), ids=[c for _, c in command_lines()])
-def test_every_command_line_composes(where, command):
+def _places() -> dict[str, list[str]]:
+    """Each distinct command line -> where the pages show it (composed once, however often it is shown)."""
+    places: dict[str, list[str]] = defaultdict(list)
+    for where, command in command_lines():
+        places[command].append(where)
+    return places
+
+
+PLACES = _places()
+
+
+@pytest.mark.parametrize("command", sorted(PLACES), ids=sorted(PLACES))
+def test_every_command_line_composes(command):
     module, args = split(command)
     _needs_plugin(args)
     # the run command validates the experiment; the others compose here (their own validation reads
     # logs, models and stores, and their examples are run by the output-block test)
     validate = {} if module == "harness" else {"validate": lambda cfg: None}
-    if any(b.marker == command and is_error_example(b) for b in ALL_BLOCKS):
-        if module == "harness":       # an error example of the run command: it fails before anything runs
-            with pytest.raises(ConfigError):
-                preflight(args, COMMANDS[module], **validate)
-        return
-    preflight(args, COMMANDS[module], **validate)
+    try:
+        if any(b.marker == command and is_error_example(b) for b in ALL_BLOCKS):
+            if module == "harness":       # an error example of the run command: it fails before anything runs
+                with pytest.raises(ConfigError):
+                    preflight(args, COMMANDS[module], **validate)
+            return
+        preflight(args, COMMANDS[module], **validate)
+    except (ConfigError, pytest.fail.Exception) as exc:
+        raise AssertionError(f"`{command}`, shown at {', '.join(PLACES[command])}: {exc}") from exc
 
 
 # ---- output blocks --------------------------------------------------------------------------------
@@ -236,18 +259,35 @@ def normalise(text: str) -> str:
     return "\n".join(ln for ln in lines if ln)
 
 
+@contextlib.contextmanager
+def _terminal():
+    """What a terminal 100 columns wide shows, without colour or Python's warnings."""
+    saved = {k: os.environ.get(k) for k in ("COLUMNS", "NO_COLOR")}
+    os.environ.update(COLUMNS="100", NO_COLOR="1")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
 def produce(command: str) -> str:
+    """What the command prints (stdout, then stderr) run from the repository, in-process."""
     module, args = split(command)
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "COLUMNS": "100", "NO_COLOR": "1", "PYTHONWARNINGS": "ignore"}
-    proc = subprocess.run([sys.executable, "-m", module, *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=600, env=env)
-    return proc.stdout + proc.stderr
+    with _terminal():
+        ran = run(module, *args, cwd=ROOT)
+    return ran.stdout + ran.stderr
 
 
 @pytest.mark.parametrize("block", [b for b in OUTPUT_BLOCKS if is_cheap(b)], ids=lambda b: b.where)
 def test_cheap_output_blocks_are_what_the_command_prints(block):
     assert normalise(produce(block.marker)) == normalise(block.output), (
-        f"{block.where}: the output of `{block.marker}` changed: run `python -m tests.test_docs` to rewrite it")
+        f"{block.where}: the output of `{block.marker}` changed: run `python -m tests.cli.test_docs` to rewrite it")
 
 
 @cache

@@ -6,28 +6,27 @@ values) and tries to name the fault from them; it must find nothing and name not
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import re
 
 import pytest
 
 from faults import FAULTS
-from harness.analysis import dataset
-from harness.analysis.runs import RunSet
 from harness.config import ALGO_SCHEMAS, HIDDEN
 from harness.detection import Alarm
 from harness.detection.base import RunInfo, opaque_id
 from harness.detection.scoring import evaluate
 from harness.metrics import CANONICAL
-from tests.helpers import train
 
 #: words that would only be there if a label leaked (fault names are added below)
 LABEL_WORDS = ("control", "single_pass", "variant", "onset", "fault", "healthy", "label", "twin", "inject")
 
 
-def leaks(text: str) -> list[str]:
+@functools.cache          # the same names and settings come back at every update of every run
+def leaks(text: str) -> tuple[str, ...]:
     words = [n for n in FAULTS if n != "none"] + list(LABEL_WORDS)
-    return [w for w in words if re.search(re.escape(w), text, re.IGNORECASE)]
+    return tuple(w for w in words if re.search(re.escape(w), text, re.IGNORECASE))
 
 
 class Snoop:
@@ -64,19 +63,11 @@ def test_opaque_id_carries_nothing_of_the_run_id():
 
 
 @pytest.fixture(scope="module")
-def labelled(tmp_path_factory):
-    root = tmp_path_factory.mktemp("view")
-    short = ["env.total_timesteps=3072", "algo.n_steps=64", f"results_dir={root}"]
-    for fault in ("none", "shared_policy", "tiny_clip", "excessive_lr", "zero_reward", "ppo_epochs_ignored"):
-        train([f"fault={fault}", *short])
-    train(["algo=ppo_single_pass", "fault=none", *short])
-    train(["fault=tiny_clip", "fault.onset=2", *short])
-    grpo = ["algo=grpo", "env=toyseq", "env.total_timesteps=3840", f"results_dir={root}"]
-    for fault in ("none", "group_size_one", "reference_not_frozen"):
-        train([f"fault={fault}", *grpo])
-    rs = RunSet.load(root)
-    dataset.write(rs, root / "dataset", "test")
-    return root
+def labelled(tiny):
+    """A labelled dataset of PPO and GRPO runs: faults with parameters (adv_std_no_floor variant=zero_std,
+    tiny_clip clip_range=0.001), at onset 0 and mid-run, look-alike controls, and runs that diverged or
+    crashed (the tiny catalogue fixture's, tests/make_fixtures.py)."""
+    return tiny("catalogue")
 
 
 def test_a_detector_that_reads_everything_it_is_handed_finds_no_label(labelled):
@@ -85,6 +76,7 @@ def test_a_detector_that_reads_everything_it_is_handed_finds_no_label(labelled):
     assert Snoop.seen == []
     faulty = ev.runs[ev.runs["fault"] != "none"]
     assert len(faulty) >= 7 and not (faulty["named_fault"] == faulty["fault"]).any()
+    assert {"shared_policy", "zero_reward", "tiny_clip", "adv_std_no_floor"} <= set(faulty["fault"])
 
 
 def test_run_info_is_the_whitelisted_configuration(labelled):

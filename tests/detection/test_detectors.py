@@ -1,18 +1,23 @@
-"""Detectors: the reference detectors, the evaluation, user classes by import path."""
+"""Detectors: the reference detectors, the evaluation, user classes by import path.
+
+``harness_dataset`` is the tiny catalogue fixture's labelled dataset (tests/detection/conftest.py)."""
 
 from __future__ import annotations
 
-import subprocess
+import shutil
 import sys
 
 import numpy as np
 import pandas as pd
 import pytest
 
+from harness.analysis import dataset
+from harness.analysis.runs import RunSet
 from harness.detection import Alarm, RunInfo
 from harness.detection.config_aware import ConfigAwareDetector
 from harness.detection.folk import FolkDetector
 from harness.detection.scoring import evaluate
+from tests.commands import run
 from tests.helpers import SilentDetector, train
 
 
@@ -22,8 +27,10 @@ def test_config_aware_has_fewer_false_alarms_on_controls_than_folk(harness_datas
     folk_fa = folk.score("control")["false_alarm_rate"]
     aware_fa = aware.score("control")["false_alarm_rate"]
     assert folk_fa == 1.0 and aware_fa < folk_fa
-    assert aware.score("ppo_epochs_ignored")["recall"] == 1 and aware.score("ppo_epochs_ignored")["correct_cause"] == 1
-    assert aware.score("shared_policy")["correct_cause"] == 1
+    # a fault that leaves no loud symptom (the ratio stays at 1) and one that diverges are named
+    # (ppo_epochs_ignored, named from the configured epochs: test_onset_delay_and_alarms_before_onset)
+    for fault in ("shared_policy", "adv_std_no_floor"):
+        assert aware.score(fault)["recall"] == 1 and aware.score(fault)["correct_cause"] == 1, fault
     assert folk.score("healthy")["false_alarm_rate"] > aware.score("healthy")["false_alarm_rate"]
     # every faulty run is either detected or not; named faults come from the registry
     assert set(aware.runs["named_fault"]) <= {*harness_dataset.runs["fault"], "(no alarm)", "(unnamed)"}
@@ -37,16 +44,19 @@ def test_silent_detector_scores_zero_and_raises_no_false_alarms(harness_dataset)
     assert ev.score("healthy")["false_alarm_rate"] == 0 and ev.alarms.empty
 
 
-def test_onset_delay_and_alarms_before_onset(tmp_path):
+def test_onset_delay_and_alarms_before_onset(store_dir, tmp_path):
+    """ppo_epochs_ignored from update 5 (two seeds, with their healthy runs): config_aware names it from the
+    configured epochs at its onset, folk's kl < 0.01 fires on it from update 0, before the onset."""
     for seed in (0, 1):
         for fault in ("none", "ppo_epochs_ignored"):
-            train([f"fault={fault}", "fault.onset=5" if fault != "none" else "twin=false", f"seed={seed}",
-                   "env.total_timesteps=12288", "algo.n_steps=64", f"results_dir={tmp_path}"])
-    subprocess.run([sys.executable, "-m", "harness.catalogue", f"results_dir={tmp_path}", "plots=false"],
-                   check=True, capture_output=True)
+            res = train([f"fault={fault}", *(["fault.onset=5"] if fault != "none" else []), f"seed={seed}",
+                         "algo.num_envs=4", "algo.n_steps=32", "env.total_timesteps=1024",      # 8 updates
+                         "twin=false", f"results_dir={store_dir}"])
+            shutil.copytree(store_dir / "runs" / res.run_id, tmp_path / "runs" / res.run_id)
+    dataset.write(RunSet.load(tmp_path), tmp_path / "dataset", "test")
     aware = evaluate(ConfigAwareDetector(), tmp_path)
     row = aware.score("ppo_epochs_ignored")
-    assert row["recall"] == 1 and row["delay_median"] == 0 and row["before_onset"] == 0
+    assert row["recall"] == 1 and row["correct_cause"] == 1 and row["delay_median"] == 0 and row["before_onset"] == 0
     folk = evaluate(FolkDetector(), tmp_path)
     assert folk.score("ppo_epochs_ignored")["before_onset"] == 1     # kl < 0.01 fires from update 0
     first = aware.alarms.merge(aware.runs[["run_id", "fault"]])
@@ -66,12 +76,10 @@ class ZeroRewardWatch:
 '''
 
 
-def test_cli_evaluates_reference_and_user_detectors(harness_dataset, tmp_path):
-    out = subprocess.run([sys.executable, "-m", "harness.evaluate", "detector=config_aware",
-                          f"dataset={harness_dataset.path}", f"results_dir={tmp_path}"],
-                         capture_output=True, text=True, timeout=300)
+def test_cli_evaluates_reference_and_user_detectors(harness_dataset, tmp_path, monkeypatch):
+    out = run("harness.evaluate", "detector=config_aware", f"dataset={harness_dataset.path}", f"results_dir={tmp_path}")
     assert out.returncode == 0, out.stderr
-    for word in ("recall", "correct", "false", "delay", "healthy", "control", "ppo_epochs_ignored"):
+    for word in ("recall", "correct", "false", "delay", "healthy", "control", "shared_policy"):
         assert word in out.stdout
     report = tmp_path / "evaluation" / "config_aware"
     assert {"scores.parquet", "runs.parquet", "alarms.parquet", "confusion.parquet", "symptoms.parquet",
@@ -79,13 +87,15 @@ def test_cli_evaluates_reference_and_user_detectors(harness_dataset, tmp_path):
     assert "| zero_reward |" in (report / "REPORT.md").read_text()
 
     (tmp_path / "mydetectors.py").write_text(USER_DETECTOR)
-    user = subprocess.run([sys.executable, "-m", "harness.evaluate", "detector._target_=mydetectors.ZeroRewardWatch",
-                           f"dataset={harness_dataset.path}", f"results_dir={tmp_path}"],
-                          capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    monkeypatch.syspath_prepend(tmp_path)          # python -m puts its working directory first on the path
+    monkeypatch.delitem(sys.modules, "mydetectors", raising=False)
+    user = run("harness.evaluate", "detector._target_=mydetectors.ZeroRewardWatch", f"dataset={harness_dataset.path}",
+               f"results_dir={tmp_path}", cwd=tmp_path)
     assert user.returncode == 0, user.stderr
     scores = pd.read_parquet(tmp_path / "evaluation" / "ZeroRewardWatch" / "scores.parquet")
     zero = scores[(scores["group"] == "zero_reward") & (scores["setup"] == "all")].iloc[0]
     assert zero["recall"] == 1 and zero["correct_cause"] == 1 and zero["delay_median"] == 2
+    sys.modules.pop("mydetectors", None)
 
 
 @pytest.mark.parametrize("args, message", [
@@ -95,8 +105,7 @@ def test_cli_evaluates_reference_and_user_detectors(harness_dataset, tmp_path):
     (["dataset=/no/such/dir"], "no labelled dataset at /no/such/dir"),
 ])
 def test_bad_evaluate_arguments_are_one_line(args, message, tmp_path):
-    out = subprocess.run([sys.executable, "-m", "harness.evaluate", *args], capture_output=True, text=True,
-                         cwd=tmp_path, timeout=120)
+    out = run("harness.evaluate", *args, cwd=tmp_path)
     assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1
     assert message in out.stderr
 

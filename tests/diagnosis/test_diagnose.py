@@ -4,8 +4,7 @@ and the model the catalogue command fits on a (small, real) diverse dataset."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
+import shutil
 from pathlib import Path
 
 import joblib
@@ -20,15 +19,16 @@ from harness.analysis.model import HEALTHY, TOO_SHORT, UNKNOWN, load_models
 from harness.analysis.protocols import protocols, run_protocol
 from harness.config import ConfigError
 from harness.detection.diagnosis import model_path
+from harness.logs import load_log
+from tests.commands import Ran, run
+from tests.paths import DATA, ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 CATALOGUE = ROOT / "results" / "catalogue"
-DATA = Path(__file__).resolve().parent / "data"
 
 
-def diagnose(*args: str, cwd=ROOT) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "harness.diagnose", *args], capture_output=True, text=True,
-                          cwd=cwd, timeout=120)
+def diagnose(*args: str | Path, cwd=ROOT) -> Ran:
+    """``python -m harness.diagnose ARGS`` run from the repository (its results/ model), in this process."""
+    return run("harness.diagnose", *args, cwd=cwd)
 
 
 @pytest.fixture
@@ -123,19 +123,18 @@ def test_model_card_and_scores_come_from_held_out_runs(diverse_model):
             assert (healthy["answer"] == "healthy").mean() == pytest.approx(p["healthy_called_healthy"])
 
 
+@pytest.mark.slow
 def test_the_model_refits_on_its_examples_alone(diverse_model, tmp_path):
     """refit= scores and fits the model on a build's examples.parquet (and the model card beside it),
-    reading no run: the same held-out protocols, the catalogue's calibration runs still never scored."""
-    import shutil
+    reading no run: the same held-out protocols, the catalogue's calibration runs still never scored.
+    Slow tier: every algorithm's held-out fits (about 20 CPU-s), with joblib's worker processes as built."""
     source = diverse_model / "catalogue" / "model"
     copy = tmp_path / "in"
     copy.mkdir()
     for name in ("examples.parquet", "model_card.json"):
         shutil.copy(source / name, copy / name)
     out = tmp_path / "out"
-    done = subprocess.run([sys.executable, "-m", "harness.catalogue", f"results_dir={out}",
-                           f"refit={copy / 'examples.parquet'}", "left_out=false"], capture_output=True, text=True,
-                          timeout=900)
+    done = run("harness.catalogue", f"results_dir={out}", f"refit={copy / 'examples.parquet'}", "left_out=false")
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert "no run is read" in done.stdout and not (out / "runs").exists()
     built = json.loads((source / "model_card.json").read_text())
@@ -151,16 +150,14 @@ def test_the_model_refits_on_its_examples_alone(diverse_model, tmp_path):
     from benchmarks.heldout_answers import paired, verdict
     same = paired(pd.read_parquet(source / "heldout.parquet"), pd.read_parquet(out / "catalogue" / "model" / "heldout.parquet"))
     assert (same["b_minus_a"] == 0).all() and verdict(same)[0]    # the same examples refit to the same answers
-    bad = subprocess.run([sys.executable, "-m", "harness.catalogue", f"refit={tmp_path / 'none.parquet'}"],
-                         capture_output=True, text=True, timeout=120)
-    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "no such file" in bad.stderr
 
 
-def test_a_refit_of_one_algorithm_keeps_the_other_algorithms_models(diverse_model, tmp_path):
+@pytest.mark.slow
+def test_a_refit_of_one_algorithm_keeps_the_other_algorithms_models(diverse_model, tmp_path, joblib_in_process):
     """refit= with refit_algos=[grpo] refits GRPO's models on the given examples and keeps PPO's models,
     card entries, scores, held-out answers and examples exactly as they were; the card says per
-    algorithm what its models were fitted on. Bad uses are one error line."""
-    import shutil
+    algorithm what its models were fitted on. Slow tier: GRPO's held-out fits take about 8 CPU-s (bad uses:
+    test_bad_refits_are_one_line_errors)."""
     source = diverse_model / "catalogue" / "model"
     out = tmp_path / "out"
     shutil.copytree(source, out / "catalogue" / "model")
@@ -172,9 +169,8 @@ def test_a_refit_of_one_algorithm_keeps_the_other_algorithms_models(diverse_mode
     grpo_runs = sorted(examples.loc[examples["algo"] == "grpo", "run_id"].unique())
     examples[examples["run_id"] != grpo_runs[0]].to_parquet(other / "examples.parquet")
     shutil.copy(source / "model_card.json", other / "model_card.json")
-    done = subprocess.run([sys.executable, "-m", "harness.catalogue", f"results_dir={out}",
-                           f"refit={other / 'examples.parquet'}", "refit_algos=[grpo]", "left_out=false"],
-                          capture_output=True, text=True, timeout=900)
+    done = run("harness.catalogue", f"results_dir={out}", f"refit={other / 'examples.parquet'}", "refit_algos=[grpo]",
+               "left_out=false")
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     before, after = load_models(model_path(diverse_model / "catalogue")), load_models(model_path(out / "catalogue"))
     assert set(before) == set(after)
@@ -205,18 +201,25 @@ def test_a_refit_of_one_algorithm_keeps_the_other_algorithms_models(diverse_mode
                                   old[old["algo"] == "ppo"].reset_index(drop=True), check_dtype=False)
     held = pd.read_parquet(out / "catalogue" / "model" / "heldout.parquet")
     assert set(held["algo"]) == {"ppo", "grpo"}
-    for bad, says in ((["refit_algos=[grpo]"], "without refit="),
-                      ([f"refit={other / 'examples.parquet'}", "refit_algos=[dqn]"], "not an algorithm"),
-                      ([f"refit={other / 'examples.parquet'}", "refit_algos=[grpo]", f"results_dir={tmp_path / 'none'}"],
+
+
+def test_bad_refits_are_one_line_errors(diverse_model, tmp_path):
+    """refit= of a missing table, refit_algos= without refit=, of an unknown algorithm, or with no model
+    (and card) to keep the others from: one error line, exit 2, nothing fitted."""
+    examples = diverse_model / "catalogue" / "model" / "examples.parquet"     # a table refit= reads
+    for bad, says in (([f"refit={tmp_path / 'none.parquet'}"], "no such file"),
+                      (["refit_algos=[grpo]"], "without refit="),
+                      ([f"refit={examples}", "refit_algos=[dqn]"], "not an algorithm"),
+                      ([f"refit={examples}", "refit_algos=[grpo]", f"results_dir={tmp_path / 'none'}"],
                        "no model with its card")):
-        wrong = subprocess.run([sys.executable, "-m", "harness.catalogue", *bad], capture_output=True, text=True,
-                               timeout=120)
+        wrong = run("harness.catalogue", *bad, cwd=tmp_path)
         assert wrong.returncode == 2 and wrong.stderr.count("\n") == 1 and says in wrong.stderr, wrong.stderr
+    assert not (tmp_path / "none").exists() and not (tmp_path / "results").exists()
 
 
-def test_learned_detector_is_scored_out_of_sample_only(diverse_model):
-    out = subprocess.run([sys.executable, "-m", "harness.evaluate", "detector=learned", f"results_dir={diverse_model}"],
-                         capture_output=True, text=True, timeout=600)
+def test_learned_detector_is_scored_out_of_sample_only(tiny_copy):
+    diverse_model = tiny_copy("diverse")          # evaluate writes evaluation/ into the results_dir
+    out = run("harness.evaluate", "detector=learned", f"results_dir={diverse_model}")
     assert out.returncode == 0, out.stderr
     report = (diverse_model / "evaluation" / "learned" / "REPORT.md").read_text()
     # the runs the model was fitted on are left out: the catalogue-style runs of held-out (odd) seeds
@@ -281,26 +284,9 @@ def assert_consistent(d: dict) -> None:
     assert sum(d["probabilities"].values()) == pytest.approx(1.0)
 
 
-#: every log the tests keep that diagnose answers (tests/data/README.md says how each was made; the refused
-#: ones, another algorithm's or PPO on a language model, have their own tests)
-FRAMEWORK_LOGS = [DATA / "sb3" / "progress.csv", DATA / "sb3" / "progress.json", DATA / "sb3",
-                  DATA / "cleanrl" / "CartPole-v1__ppo__1__1795358967",
-                  *sorted((DATA / "cleanrl_pair").glob("*/*")),
-                  DATA / "trl" / "checkpoint-6" / "trainer_state.json", DATA / "trl" / "runs",
-                  DATA / "verl" / "console.log", DATA / "verl" / "console_v03.log", ROOT / "examples" / "verl_stuck_reward.csv",
-                  DATA / "trl_v014"]           # the last written by hand in TRL <= 0.15's names (tests/data/README.md)
-
-
-@pytest.mark.parametrize("log", FRAMEWORK_LOGS, ids=lambda p: str(p.relative_to(ROOT)))
-def test_no_answer_contradicts_its_numbers_on_framework_logs(log):
-    out = diagnose(f"log={log}", "output=json")
-    assert out.returncode == 0, out.stderr
-    assert_consistent(json.loads(out.stdout))
-
-
 def diagnosed_in_process(*overrides: str) -> dict:
-    """``python -m harness.diagnose <overrides> output=json``'s answer, computed in this process (the
-    command's own config, reading and JSON; no interpreter start per log)."""
+    """``python -m harness.diagnose <overrides> output=json``'s answer, computed by the command's own code
+    (its config, reading, diagnosis and JSON) without its command-line layer."""
     from hydra import compose, initialize_config_dir
 
     from harness.commands import diagnose as command
@@ -313,23 +299,56 @@ def diagnosed_in_process(*overrides: str) -> dict:
     return json.loads(json.dumps(command.as_json(cfg, log, answer), default=float))
 
 
+#: every log the tests keep that diagnose answers (tests/data/README.md says how each was made; the refused
+#: ones, another algorithm's or PPO on a language model, have their own tests)
+FRAMEWORK_LOGS = [DATA / "sb3" / "progress.csv", DATA / "sb3" / "progress.json", DATA / "sb3",
+                  DATA / "cleanrl" / "CartPole-v1__ppo__1__1795358967",
+                  *sorted((DATA / "cleanrl_pair").glob("*/*")),
+                  DATA / "trl" / "checkpoint-6" / "trainer_state.json", DATA / "trl" / "runs",
+                  DATA / "verl" / "console.log", DATA / "verl" / "console_v03.log", ROOT / "examples" / "verl_stuck_reward.csv",
+                  DATA / "trl_v014"]           # the last written by hand in TRL <= 0.15's names (tests/data/README.md)
+
+
+@pytest.mark.parametrize("log", FRAMEWORK_LOGS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_no_answer_contradicts_its_numbers_on_framework_logs(log):
+    """The command's JSON answer on each log (its code without the command-line layer, which the tests
+    above and test_cleanrl_shared_log_probs_and_its_healthy_twin run on these logs)."""
+    assert_consistent(diagnosed_in_process(f"log={log}", f"results_dir={ROOT / 'results'}"))
+
+
+#: the export profiles and their file formats, with the algorithms each logs
+EXPORTS = (("canonical", "csv", ("ppo", "grpo")), ("sb3", "csv", ("ppo",)), ("cleanrl", "tensorboard", ("ppo",)),
+           ("trl", "jsonl", ("grpo",)), ("verl", "csv", ("ppo", "grpo")))
+
+
+def some_runs(results_dir: Path, algos: tuple[str, ...], n: int = 2) -> list[str]:
+    """``n`` stored runs of ``algos``, one fault (and backend) after another: a spread of what the store holds."""
+    from harness.store import RunStore
+
+    metas = sorted((m for m in RunStore(results_dir).iter_metas() if m["algo"] in algos and m["status"] == "ok"),
+                   key=lambda m: m["run_id"])
+    kinds: dict[tuple, list[str]] = {}
+    for m in metas:
+        kinds.setdefault((m["algo"], m["fault"], m["backend"]), []).append(m["run_id"])
+    firsts = [ids[0] for ids in kinds.values()]
+    return [firsts[i * len(firsts) // n] for i in range(n)]
+
+
 def test_no_answer_contradicts_its_numbers_on_exported_runs(diverse_model, tmp_path):
-    """Every framework's export of stored runs (their views), diagnosed as a user would (the command's
-    code in this process; the subprocess path is tested on tests/data above)."""
+    """Every framework's export of stored runs (their views: two runs of different faults each, of both
+    algorithms where the framework logs both), diagnosed as a user would (the command's code)."""
+    from harness.logs.exporter import export
+
     checked = 0
-    for profile, fmt in (("canonical", "csv"), ("sb3", "csv"), ("cleanrl", "tensorboard"), ("trl", "jsonl"),
-                         ("verl", "csv")):
-        out_dir = tmp_path / profile
-        export = subprocess.run([sys.executable, "-m", "harness.export", "run=all", f"profile={profile}", f"format={fmt}",
-                                 f"out={out_dir}", f"results_dir={diverse_model}"], capture_output=True, text=True,
-                                timeout=600)
-        assert export.returncode == 0, export.stderr
-        labels = json.loads((out_dir / "labels.json").read_text())
-        for oid, lab in list(labels.items())[:4]:
+    for profile, fmt, algos in EXPORTS:
+        for rid in some_runs(diverse_model, algos):
+            out_dir = tmp_path / profile / rid
+            export(diverse_model, rid, profile, fmt, out_dir, warn=lambda _: None)
+            ((oid, lab),) = json.loads((out_dir / "labels.json").read_text()).items()
             path = out_dir / lab["files"][0] if fmt != "tensorboard" else out_dir / oid   # files: relative to out
             assert_consistent(diagnosed_in_process(f"log={path}", f"results_dir={diverse_model}"))
             checked += 1
-    assert checked >= 10
+    assert checked == 10
 
 
 def test_cleanrl_shared_log_probs_and_its_healthy_twin():
@@ -350,24 +369,17 @@ def test_cleanrl_shared_log_probs_and_its_healthy_twin():
     assert answers["healthy"]["answer"] == HEALTHY, answers["healthy"]
 
 
-@pytest.fixture(scope="module")
-def long_run(tmp_path_factory) -> Path:
-    """One real healthy native PPO run of 1000 updates (small batches, so it trains in seconds), as a
-    canonical CSV log."""
-    root = tmp_path_factory.mktemp("long")
-    subprocess.run([sys.executable, "-m", "harness", "algo.num_envs=4", "algo.n_steps=8", "algo.n_epochs=2",
-                    "algo.n_minibatches=2", "env.total_timesteps=32000", "twin=false", "progress=false",
-                    f"results_dir={root}"], check=True, capture_output=True, timeout=600)
-    out = root / "export"
-    subprocess.run([sys.executable, "-m", "harness.export", "run=all", "profile=canonical", "format=csv", f"out={out}",
-                    f"results_dir={root}"], check=True, capture_output=True, timeout=300)
-    return next(out.glob("*/*.csv"))
-
-
 @pytest.mark.parametrize("updates", [10, 1000])
-def test_diagnosis_works_on_10_and_on_1000_updates_of_one_run(long_run, tmp_path, updates):
-    log = pd.read_csv(long_run)
-    assert len(log) == 1000
+def test_diagnosis_works_on_10_and_on_1000_updates_of_one_run(tmp_path, updates):
+    """A log's length is no feature (windows are fractions of it): the first 10 updates of a real run are
+    answered, and so is a log of 1000 updates. The 1000 are the 100 updates of a real healthy CleanRL run
+    (tests/data/cleanrl_pair/healthy) logged ten times over, numbered on: real values at every row, without
+    training a 1000-update run for it."""
+    real = load_log(next((DATA / "cleanrl_pair" / "healthy").iterdir())).metrics
+    assert len(real) == 100
+    log = pd.concat([real] * 10, ignore_index=True)
+    log["update"] = np.arange(len(log))
+    log["step"] = (log["update"] + 1) * real["step"].iloc[0]
     cut = tmp_path / f"first_{updates}.csv"
     log.head(updates).to_csv(cut, index=False)
     out = diagnose(f"log={cut}", "output=json")
@@ -416,11 +428,9 @@ def test_a_log_of_another_algorithm_is_refused_and_algo_reads_it_anyway(tmp_path
         assert out.returncode == 0 and "answer: " in out.stdout and "algorithm ppo" in out.stdout, out.stderr
     bad = diagnose(str(a2c), "algo=sarsa")
     assert bad.returncode == 2 and bad.stderr.startswith("error: algo='sarsa'; valid choices: ppo, grpo")
-    watch = subprocess.run([sys.executable, "-m", "harness.watch", str(a2c), "idle=0.5", "interval=0.2"],
-                           capture_output=True, text=True, cwd=ROOT, timeout=120)
+    watch = run("harness.watch", a2c, "idle=0.5", "interval=0.2", cwd=ROOT)
     assert watch.returncode == 2 and watch.stderr.strip().startswith("error: the log looks like stable-baselines3's A2C")
-    watch = subprocess.run([sys.executable, "-m", "harness.watch", str(a2c), "idle=0.5", "interval=0.2", "algo=ppo"],
-                           capture_output=True, text=True, cwd=ROOT, timeout=120)
+    watch = run("harness.watch", a2c, "idle=0.5", "interval=0.2", "algo=ppo", cwd=ROOT)
     assert watch.returncode == 0 and "10 steps: " in watch.stdout, watch.stderr     # A2C dumps every 100 iterations
     dqn = tmp_path / "dqn.csv"        # CleanRL dqn.py's names (a W&B-style export of its scalars)
     pd.DataFrame({"global_step": [100, 200, 300], "losses/td_loss": [1.0, 0.8, 0.7],

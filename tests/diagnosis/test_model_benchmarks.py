@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import importlib
+import io
 import json
-import subprocess
 import sys
+import traceback
 from pathlib import Path
 
 import numpy as np
@@ -13,8 +16,34 @@ import pytest
 
 from benchmarks.model_examples import arguments, examples_and_settings
 from harness.config import ConfigError
+from tests.commands import Ran, working_dir
+from tests.paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
+PUBLISHED_EXAMPLES = ROOT / "results" / "catalogue" / "model" / "examples.parquet"
+
+
+def script(name: str, *argv: str, cwd: Path = ROOT) -> Ran:
+    """``python benchmarks/<name>.py ARGV`` run in this process: its ``main()`` with ``sys.argv`` set, the
+    exit code as the interpreter would give it (``SystemExit("message")``: the message on stderr and 1; an
+    uncaught exception: its traceback and 1) and the output captured."""
+    main = importlib.import_module(f"benchmarks.{name}").main
+    out, err, code = io.StringIO(), io.StringIO(), 0
+    own = sys.argv
+    sys.argv = [str(ROOT / "benchmarks" / f"{name}.py"), *argv]
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), working_dir(cwd):
+            try:
+                main()
+            except SystemExit as exc:
+                if isinstance(exc.code, str):
+                    print(exc.code, file=sys.stderr)
+                code = 1 if isinstance(exc.code, str) else exc.code or 0
+            except Exception:
+                traceback.print_exc()
+                code = 1
+    finally:
+        sys.argv = own
+    return Ran([name, *argv], code, out.getvalue(), err.getvalue())
 
 
 def test_examples_and_settings_read_a_builds_table_and_card(tmp_path: Path) -> None:
@@ -40,19 +69,13 @@ def test_examples_a_missing_or_card_less_table_is_a_one_line_error(tmp_path: Pat
 
 def test_the_published_examples_feed_the_benchmarks() -> None:
     """The shipped table and card are what --examples reads (the figures in docs/benchmarks.md)."""
-    table = ROOT / "results" / "catalogue" / "model" / "examples.parquet"
-    out = subprocess.run([sys.executable, "-c", "from benchmarks.model_examples import arguments, "
-                          "examples_and_settings; e, s = examples_and_settings(arguments('t').parse_args("
-                          f"['--examples', '{table}'])); print(len(e), len(s))"],
-                         cwd=ROOT, capture_output=True, text=True, check=True)
-    n_examples, n_settings = map(int, out.stdout.split()[-2:])
-    assert n_examples > 10000 and n_settings > 20
+    examples, settings = examples_and_settings(arguments("t").parse_args(["--examples", str(PUBLISHED_EXAMPLES)]))
+    assert len(examples) > 10000 and len(settings) > 20
 
 
-@pytest.mark.parametrize("script", ["answer_rules", "feature_families", "model_kinds"])
-def test_a_bad_examples_path_ends_the_benchmark_with_one_error_line(script: str, tmp_path: Path) -> None:
-    out = subprocess.run([sys.executable, f"benchmarks/{script}.py", "--examples", str(tmp_path / "nope.parquet")],
-                         cwd=ROOT, capture_output=True, text=True)
+@pytest.mark.parametrize("name", ["answer_rules", "feature_families", "model_kinds"])
+def test_a_bad_examples_path_ends_the_benchmark_with_one_error_line(name: str, tmp_path: Path) -> None:
+    out = script(name, "--examples", str(tmp_path / "nope.parquet"))
     assert out.returncode == 2 and "Traceback" not in out.stderr
     errors = [line for line in out.stderr.splitlines() if "error:" in line]
     assert len(errors) == 1 and "--examples " in errors[0] and "no such file" in errors[0], out.stderr
@@ -114,12 +137,10 @@ def test_patch_sets_a_constant_with_its_type_and_refuses_an_unknown_one() -> Non
 
 @pytest.mark.parametrize("argv", [["compare", "nope_a.parquet", "nope_b.parquet"],
                                   ["answers", "--examples", "nope.parquet", "--out", "x.parquet"],
-                                  ["answers", "--examples", str(ROOT / "results" / "catalogue" / "model" /
-                                                                "examples.parquet"),
-                                   "--split-of", "nope.parquet", "--out", "x.parquet"]])
+                                  ["answers", "--examples", str(PUBLISHED_EXAMPLES), "--split-of", "nope.parquet",
+                                   "--out", "x.parquet"]])
 def test_heldout_answers_bad_paths_end_with_one_error_line(argv: list[str], tmp_path: Path) -> None:
-    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "heldout_answers.py"), *argv], cwd=tmp_path,
-                         capture_output=True, text=True)
+    out = script("heldout_answers", *argv, cwd=tmp_path)
     assert out.returncode == 1 and "Traceback" not in out.stderr and len(out.stderr.strip().splitlines()) == 1
     assert "nope" in out.stderr
 
@@ -197,16 +218,22 @@ def test_the_paired_measures_are_the_scores_of_harness_analysis_scores() -> None
         assert right[mask].mean() == pytest.approx(getattr(expected, name)), name
 
 
-def test_split_of_holds_out_another_builds_runs_and_only_trains_on_the_rest() -> None:
+@pytest.fixture(scope="module")
+def published_grpo_trl() -> pd.DataFrame:
+    """The published examples of GRPO's trl view (read once: the whole table is 34k rows)."""
+    table = pd.read_parquet(PUBLISHED_EXAMPLES)
+    return table[(table["algo"] == "grpo") & (table["view"] == "trl")]
+
+
+def test_split_of_holds_out_another_builds_runs_and_only_trains_on_the_rest(published_grpo_trl) -> None:
     """--split-of: a build with runs added (a supplement) is judged on the held-out runs of the build before
     them, which answer alike whether or not the added runs exist in the table; the added runs only train."""
     from benchmarks.heldout_answers import _answers_of_view
 
-    table = pd.read_parquet(ROOT / "results" / "catalogue" / "model" / "examples.parquet")
-    table = table[(table["algo"] == "grpo") & (table["view"] == "trl")]
+    table = published_grpo_trl
     runs = table.drop_duplicates("run_id")
-    before = runs.groupby("fault").head(12)["run_id"]                  # the earlier build: 12 runs a fault
-    added = runs[~runs["run_id"].isin(before)].groupby("fault").head(4)["run_id"]   # a supplement
+    before = runs.groupby("fault").head(6)["run_id"]                   # the earlier build: 6 runs a fault
+    added = runs[~runs["run_id"].isin(before)].groupby("fault").head(2)["run_id"]   # a supplement
     examples = table[table["run_id"].isin(set(before) | set(added))].assign(testable=True)
     settings = {k: tuple(v) for k, v in json.loads((ROOT / "results" / "catalogue" / "model" / "model_card.json")
                                                   .read_text())["settings"].items()}
@@ -218,14 +245,13 @@ def test_split_of_holds_out_another_builds_runs_and_only_trains_on_the_rest() ->
     assert {r["run_id"] for r in plain} != {r["run_id"] for r in earlier}
 
 
-def test_ood_answers_each_held_out_region_on_its_own_runs() -> None:
+def test_ood_answers_each_held_out_region_on_its_own_runs(published_grpo_trl) -> None:
     """--ood: a held-out env or region protocol per job; its rows are that protocol's held-out runs, named by it."""
     from benchmarks.heldout_answers import OOD_KINDS, _answers_of_view
     from harness.analysis.protocols import protocols
 
-    table = pd.read_parquet(ROOT / "results" / "catalogue" / "model" / "examples.parquet")
-    table = table[(table["algo"] == "grpo") & (table["view"] == "trl")]
-    table = table[table["run_id"].isin(table.drop_duplicates("run_id").groupby("fault").head(10)["run_id"])]
+    table = published_grpo_trl
+    table = table[table["run_id"].isin(table.drop_duplicates("run_id").groupby("fault").head(5)["run_id"])]
     table = table.assign(testable=True)
     ood = [p for p in protocols(table, "grpo", seed=0, left_out=False) if p.kind in OOD_KINDS]
     assert ood
@@ -238,8 +264,7 @@ def test_compare_records_a_name_with_a_dot_whole(tmp_path: Path) -> None:
     """--out NAME_C0.1 writes NAME_C0.1.md and .json (a dot in the name is not a suffix to replace)."""
     a = _answers(50, 0.8, 0.95, seed=6)
     a.to_parquet(tmp_path / "a.parquet")
-    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "heldout_answers.py"), "compare",
-                          str(tmp_path / "a.parquet"), str(tmp_path / "a.parquet"), "--out", str(tmp_path / "x_C0.1")],
-                         cwd=ROOT, capture_output=True, text=True)
+    out = script("heldout_answers", "compare", str(tmp_path / "a.parquet"), str(tmp_path / "a.parquet"), "--out",
+                 str(tmp_path / "x_C0.1"))
     assert out.returncode == 0, out.stderr
     assert (tmp_path / "x_C0.1.md").is_file() and json.loads((tmp_path / "x_C0.1.json").read_text())["may_replace"]

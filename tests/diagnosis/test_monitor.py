@@ -14,8 +14,9 @@ import pytest
 from harness.config import ConfigError
 from harness.logs import load_log
 from harness.monitor.core import AlarmPolicy, Monitor
+from tests.commands import run as run_command
+from tests.paths import DATA
 
-DATA = Path(__file__).parent / "data"
 PAIR = DATA / "cleanrl_pair"
 
 
@@ -125,59 +126,76 @@ def test_bad_options_are_one_line_errors(kwargs, message):
         Monitor("sb3", emit=None, **kwargs)
 
 
+#: another process writing a CleanRL run as torch's SummaryWriter writes it: the recorded events, one update's
+#: scalars flushed every ``pause`` seconds (it imports torch, not the harness)
 WRITER = """
-import sys, time
+import json, sys, time
 from torch.utils.tensorboard import SummaryWriter
-sys.path.insert(0, {tests!r})
-from test_monitor import events
-w = SummaryWriter({out!r}, flush_secs=1)
+events, out, pause = json.load(open(sys.argv[1])), sys.argv[2], float(sys.argv[3])
+w = SummaryWriter(out, flush_secs=1)
 last = None
-for kind, tag, value, step in events(__import__("pathlib").Path({run!r})):
+for kind, tag, value, step in events:
     if kind == "text":
         w.add_text(tag, value, step)
         continue
     if tag == "losses/value_loss" and step != last:
         last = step
         w.flush()
-        time.sleep({pause})
+        time.sleep(pause)
     w.add_scalar(tag, value, step)
 w.close()
 """
 
 
-def test_watch_prints_the_alarm_while_the_writing_process_still_runs(tmp_path):
+class _Stop(Exception):
+    """Ends the follow loop once the alarm is printed."""
+
+
+def test_watch_prints_the_alarm_while_the_writing_process_still_runs(tmp_path, capsys):
     """Another process writes a CleanRL run (a real shared_policy run's values, an update every 0.25 s,
-    as torch's SummaryWriter writes them); ``python -m harness.watch`` on its directory prints the
+    as torch's SummaryWriter writes them); the watch command's follow loop on its directory prints the
     alarm naming shared_policy before that process has finished."""
+    import json
+
+    from hydra import compose, initialize_config_dir
+
+    from harness.commands import watch
+    from harness.config import CONF_DIR
+
     run = next((PAIR / "shared_policy").iterdir())
+    recorded = tmp_path / "events.json"
+    recorded.write_text(json.dumps(list(events(run))))
     out = tmp_path / "runs" / "live"
-    script = WRITER.format(tests=str(Path(__file__).parent), out=str(out), run=str(run), pause=0.25)
-    writer = subprocess.Popen([sys.executable, "-c", script])
-    watch = subprocess.Popen([sys.executable, "-m", "harness.watch", f"log={out}", "interval=0.5", "idle=20"],
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    lines, alarmed_while_running = [], None
+    writer = subprocess.Popen([sys.executable, "-c", WRITER, str(recorded), str(out), "0.25"])
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
+        cfg = compose("watch", [f"log={out}", "interval=0.5", "idle=20"])
+    watch.validate(cfg)
+    printed, alarmed_while_running = [], []
+    deadline = time.monotonic() + 120
+
+    def sleep(seconds: float) -> None:        # between two reads of the log: has an alarm been printed?
+        printed.append(capsys.readouterr().out)
+        if "ALARM" in printed[-1]:
+            alarmed_while_running.append(writer.poll() is None)
+            raise _Stop
+        assert time.monotonic() < deadline, "".join(printed)
+        time.sleep(seconds)
+
     try:
-        deadline = time.monotonic() + 120
-        for line in watch.stdout:
-            lines.append(line)
-            if "ALARM" in line:
-                alarmed_while_running = writer.poll() is None
-                break
-            assert time.monotonic() < deadline, "".join(lines)
+        with pytest.raises(_Stop):
+            watch.follow(cfg, sleep=sleep)
     finally:
-        watch.kill()
         writer.kill()
-        watch.wait()
         writer.wait()
-    assert alarmed_while_running is True, "".join(lines)
-    assert "shared_policy" in lines[-1], "".join(lines)
+    assert alarmed_while_running == [True], "".join(printed)
+    alarm = next(line for line in printed[-1].splitlines() if "ALARM" in line)
+    assert "shared_policy" in alarm, "".join(printed)
 
 
 def test_watch_rejects_bad_input():
-    result = subprocess.run([sys.executable, "-m", "harness.watch", "log=x", "output=yaml"], capture_output=True,
-                            text=True)
+    result = run_command("harness.watch", "log=x", "output=yaml")
     assert result.returncode == 2 and "output='yaml'" in result.stderr
-    result = subprocess.run([sys.executable, "-m", "harness.watch"], capture_output=True, text=True)
+    result = run_command("harness.watch")
     assert result.returncode == 2 and "log=PATH is required" in result.stderr
 
 
@@ -225,6 +243,12 @@ def test_sb3_monitor_names_a_bug_switched_on_mid_run_and_stops_training(tmp_path
     assert first.answer == "shared_policy" and "ratio_exactly_one" in first.evidence
     assert first.row <= 5 + 12                      # the last 10 rows hold the evidence, plus SB3's log lag
     assert model.num_timesteps < 128 * 40           # stopped at the alarm
+    import pandas as pd
+    progress = pd.read_csv(tmp_path / "log" / "progress.csv")
+    assert progress["harness/p_anomalous"].notna().sum() >= 5         # the monitor's values in SB3's own log
+
+
+@pytest.mark.slow
 
 
 def test_sb3_monitor_raises_no_alarm_on_the_same_config_healthy(tmp_path):
@@ -241,14 +265,6 @@ def test_sb3_monitor_raises_no_alarm_on_the_same_config_healthy(tmp_path):
     scores = progress["harness/p_anomalous"].dropna()
     last = scores.iloc[-len(scores) // 3:]
     assert (last < progress["harness/threshold"].dropna().iloc[-len(last):]).all()
-
-
-@pytest.fixture(scope="module")
-def trl_base(tmp_path_factory):
-    pytest.importorskip("trl")
-    from benchmarks.realworld import trl_runs
-
-    return trl_runs.base_model(tmp_path_factory.mktemp("trl-base"))
 
 
 def _trl_run(base, out, onset: int | None, steps: int = 40):
@@ -282,6 +298,7 @@ def _trl_run(base, out, onset: int | None, steps: int = 40):
     return trainer, callback
 
 
+@pytest.mark.slow
 def test_trl_monitor_names_a_bug_switched_on_mid_run_and_stops_training(trl_base, tmp_path):
     trainer, callback = _trl_run(trl_base, tmp_path, onset=10)
     assert callback.monitor.config["num_iterations"] == 2
@@ -291,6 +308,7 @@ def test_trl_monitor_names_a_bug_switched_on_mid_run_and_stops_training(trl_base
     assert trainer.state.global_step < 40                        # control.should_training_stop
 
 
+@pytest.mark.slow
 def test_trl_monitor_raises_no_alarm_on_the_same_config_healthy(trl_base, tmp_path):
     trainer, callback = _trl_run(trl_base, tmp_path, onset=None)
     assert callback.alarms == [] and trainer.state.global_step == 40
@@ -349,18 +367,13 @@ def test_a_detector_is_named_like_evaluate_names_it():
 
 def test_watch_takes_a_detector_by_name_or_class_path():
     import json
-    import os
 
     run = next((PAIR / "shared_policy").iterdir())
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")])}
-    result = subprocess.run([sys.executable, "-m", "harness.watch", f"log={run}", "idle=0.01", "interval=0.01",
-                             "output=json", "+detector._target_=test_monitor._PinnedRatio"], capture_output=True, text=True,
-                            env=env, timeout=120)
+    result = run_command("harness.watch", f"log={run}", "idle=0.01", "interval=0.01", "output=json",
+                         "+detector._target_=tests.diagnosis.test_monitor._PinnedRatio")
     alarms = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
     assert [(a["answer"], a["detector"]) for a in alarms] == [("shared_policy", "_PinnedRatio")], result.stderr
-    result = subprocess.run([sys.executable, "-m", "harness.watch", f"log={run}", "+detector._target_=nope.Nope"],
-                            capture_output=True, text=True, timeout=120)
+    result = run_command("harness.watch", f"log={run}", "+detector._target_=nope.Nope")
     assert result.returncode == 2 and "detector._target_='nope.Nope' cannot be imported" in result.stderr
-    result = subprocess.run([sys.executable, "-m", "harness.watch", f"log={run}", "idle=0.01", "interval=0.01",
-                             "detector=ptt"], capture_output=True, text=True, timeout=120)
+    result = run_command("harness.watch", f"log={run}", "idle=0.01", "interval=0.01", "detector=ptt")
     assert result.returncode == 0 and "PostTrainingToolkitDetector" in result.stdout, result.stderr

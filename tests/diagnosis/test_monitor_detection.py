@@ -3,13 +3,12 @@ counted, and that the dataset's held-out runs are diagnosed by a model that neve
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from benchmarks import monitor_detection as md
+from tests.paths import ROOT
 
-RESULTS = Path(__file__).resolve().parent.parent / "results"
+RESULTS = ROOT / "results"
 DETECTORS = ["monitor", "folk"]
 
 
@@ -53,19 +52,19 @@ def test_markdown_names_every_detector_and_group():
     assert "| sb3 | healthy (false alarms) | 1 | 0.0 / 0% | 62.5 / 100% |" in text
 
 
-@pytest.mark.skipif(not (RESULTS / "catalogue" / "model" / "examples.parquet").exists(),
-                    reason="needs the published model's examples")
-def test_dataset_runs_are_scored_by_a_model_fitted_without_them():
-    models, held = md.held_out_models(RESULTS)
-    logs = md.dataset_logs(RESULTS, held)
-    assert {log["algo"] for log in logs} == set(models) == {"ppo", "grpo"}
-    for algo, model in models.items():
-        import pandas as pd
+def test_dataset_runs_are_scored_by_a_model_fitted_without_them(diverse_model):
+    """On a results_dir's dataset and examples (the tiny ``diverse`` fixture: a dataset sweep with mid-run onsets)."""
+    import pandas as pd
 
-        examples = pd.read_parquet(RESULTS / "catalogue" / "model" / "examples.parquet", columns=["run_id", "algo"])
+    models, held = md.held_out_models(diverse_model)
+    logs = md.dataset_logs(diverse_model, held)
+    assert {log["algo"] for log in logs} == set(models) == {"ppo", "grpo"}
+    examples = pd.read_parquet(diverse_model / "catalogue" / "model" / "examples.parquet", columns=["run_id", "algo"])
+    for algo, model in models.items():
         runs = set(examples.loc[examples["algo"] == algo, "run_id"])
         assert held[algo] and held[algo] < runs
         assert model.info["n_runs"] <= len(runs - held[algo])     # never more than the runs not held out
+        assert not set(model.info["run_ids"]) & held[algo]         # and none of the held-out ones
     mid = [log for log in logs if log["onset"] > 0]
     assert mid and all(log["fault"] != "none" and log["onset"] < len(log["frame"]) for log in mid)
     # a detector sees only what a monitor on a real run would: metrics and the configuration

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -19,9 +16,9 @@ from harness.analysis.reference import (
 )
 from harness.analysis.stats import auroc
 from harness.detection.diagnosis import PACKAGED_MODEL
+from tests.commands import Ran, run
+from tests.paths import DATA, ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
-DATA = Path(__file__).resolve().parent / "data"
 PAIR = DATA / "cleanrl_pair"
 
 
@@ -119,9 +116,8 @@ def test_packaged_directions_are_the_catalogues():
     assert shipped == json.loads(json.dumps(directions(pd.read_parquet(cat))))
 
 
-def diagnose(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "harness.diagnose", *args], capture_output=True, text=True,
-                          cwd=ROOT, timeout=180)
+def diagnose(*args: str) -> Ran:
+    return run("harness.diagnose", *args, cwd=ROOT)
 
 
 def test_real_cleanrl_run_against_its_healthy_reference():

@@ -43,7 +43,7 @@ class ScaledClip(Fault):
         return replace(hp, clip_range=hp.clip_range * self.scale)
 '''
 
-SHORT = ["env.total_timesteps=3072", "algo.n_steps=64", "twin=false", "progress=false"]
+SHORT = ["env.total_timesteps=384", "algo.n_steps=32", "algo.num_envs=4", "twin=false", "progress=false"]  # 3 updates
 
 
 @pytest.fixture

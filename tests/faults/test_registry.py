@@ -1,5 +1,6 @@
 """Every fault is one module with provenance and validated parameters; its config (Hydra's
-``fault=<name>``) and where it acts (``acts_on``) are derived from its class."""
+``fault=<name>``) and where it acts (``acts_on``) are derived from its class; a bad parameter, or a
+configuration a fault cannot exist in, ends in one line naming why, before anything is trained."""
 
 from __future__ import annotations
 
@@ -18,12 +19,37 @@ from harness.config import CONF_DIR, ConfigError, locate
 from harness.hooks import HOOK_SITES, Hooks, overridden
 from harness.pipeline.assemble import fault_config
 from harness.pipeline.compose import make_experiment
+from tests.paths import ROOT
 
 
 def test_core_faults_registered():
     assert {"none", "shared_policy", "ppo_epochs_ignored", "tiny_clip", "zero_reward",
             "excessive_lr"} <= set(FAULTS)
     assert list(FAULTS) == sorted(FAULTS)
+
+
+def test_the_library_has_at_least_22_ppo_faults_14_of_them_on_sb3():
+    library = ["truncation_as_termination", "autoreset_misuse", "gae_no_done_mask", "wrong_gamma", "adv_sign_flip",
+               "whiten_tiny_batch", "value_bootstrap_stale", "policy_loss_sign_flip", "entropy_sign_flip",
+               "no_zero_grad", "grad_clip_tiny", "lr_too_low", "target_kl_too_strict", "grad_accum_double_scaling",
+               "lr_schedule_off_by_one", "vf_coef_too_large", "obs_norm_frozen", "reward_sign_flip",
+               "reward_scale_wrong", "clipfrac_denominator_wrong", "metric_constant"]      # issue 13's
+    ppo = [n for n, c in FAULTS.items() if "ppo" in c.algos and n != "none"]
+    assert set(library) <= set(ppo) and len(ppo) >= 22 and len(FAULTS) - 1 >= 26
+    assert sum("sb3" in FAULTS[n].backends for n in ppo) >= 14
+    assert {FAULTS[n].kind for n in library} == {"training", "telemetry"}
+
+
+def test_learning_rate_severities_span_what_reports_describe():
+    """excessive_lr and lr_too_low: the dataset draws a few x to 100x, and the default sits near the
+    reported case (ml-agents#1237 ran ~3x its default lr), not at the loud end (it was 100x: 1e-3 -> 0.1)."""
+    import yaml
+
+    space = yaml.safe_load((ROOT / "harness/conf/sweep/dataset.yaml").read_text())
+    drawn = space["hydra"]["sweeper"]["space"]["faults"]
+    for fault, default in (("excessive_lr", 3.0), ("lr_too_low", 10.0)):
+        assert drawn[fault]["factor"] == ["loguniform", 3.0, 100.0], fault
+        assert FAULTS[fault]().factor == default and FAULTS[fault].default_config()["factor"] == default
 
 
 @pytest.mark.parametrize("name", sorted(FAULTS))
@@ -188,3 +214,42 @@ def test_a_framework_refuses_a_hook_it_never_reaches():
         for backend, trainer in (("sb3", sb3.SB3Trainer), ("trl", trl.TRLTrainer)):
             if backend in cls.backends and not cls().refusal(backend):
                 trainer().check_expressible(cls())
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (["fault=wrong_gamma", "fault.gamma=1.0"], "fault.gamma=1.0 is out of range: must be >= 0 and < 1"),
+    (["fault=gae_no_done_mask", "fault.ignores=all"], "fault.ignores='all'; valid choices: carry, both"),
+    (["fault=policy_loss_sign_flip", "fault.mistake=plus"], "fault.mistake='plus'; valid choices: missing_minus"),
+    (["fault=entropy_sign_flip", "fault.ent_coef=0"], "fault.ent_coef=0 is out of range: must be > 0"),
+    (["fault=entropy_sign_flip", "fault.form=overridden"], "fault.form='overridden'; valid choices: code bug"),
+    (["fault=no_zero_grad", "fault.cleared=sometimes"], "valid choices: never, epoch, update"),
+    (["fault=grad_clip_tiny", "fault.max_grad_norm=-1"], "fault.max_grad_norm=-1 is out of range: must be >= 0"),
+    (["fault=lr_too_low", "fault.factor=0.5"], "fault.factor=0.5 is out of range: must be > 1"),
+    (["fault=target_kl_too_strict", "fault.target_kl=0"], "fault.target_kl=0 is out of range: must be > 0"),
+    (["fault=grad_accum_double_scaling", "fault.accum_steps=1"], "fault.accum_steps=1 is out of range: must be >= 2"),
+    (["fault=grad_accum_double_scaling", "fault.accum_steps=2.5"], "fault.accum_steps=2.5 must be an integer"),
+    (["fault=lr_schedule_off_by_one", "fault.lag=0"], "fault.lag=0 is out of range: must be >= 1"),
+    (["fault=vf_coef_too_large", "fault.factor=abc"], "fault.factor='abc' must be a number"),
+    (["fault=reward_scale_wrong", "fault.scale=0"], "fault.scale=0 is out of range: must be > 0"),
+    (["fault=clipfrac_denominator_wrong", "fault.width=1"], "fault.width=1 is out of range: must be >= 2"),
+    (["fault=wrong_gamma", "fault.discount=0.9"], "Could not override 'fault.discount'"),
+    (["fault=grad_accum_double_scaling", "fault.accum_steps=64", "algo.n_minibatches=64"],
+     "algo.grad_accum=64 exceeds the 32 samples of a minibatch"),
+    # a configuration the bug cannot exist in
+    (["fault=vf_clip_unscaled", "algo.clip_range_vf=0.5"], "needs a config without value clipping"),
+    (["fault=reference_is_base_model", "fault.onset=3", "algo=grpo", "env=toyseq"], "acts where the run starts"),
+    (["fault=envs_seeded_alike", "fault.onset=2", "backend=sb3"], "onset 0 only"),
+    (["fault=reference_not_frozen"], "fault reference_not_frozen does not apply to algo=ppo"),
+])
+def test_bad_parameters_end_in_one_line(overrides, message):
+    with pytest.raises(ConfigError) as info:
+        make_experiment(overrides)
+    assert message in str(info.value) and "\n" not in str(info.value), str(info.value)
+
+
+def test_onset_beyond_the_run_is_refused_before_training(store_dir):
+    """A fault that would never switch on is not trained and stored under the fault's name (issue 22)."""
+    from tests.helpers import SHORT, train
+
+    with pytest.raises(ConfigError, match="is beyond the run"):
+        train(["fault=shared_policy", "fault.onset=1000", f"results_dir={store_dir}", *SHORT])

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -17,17 +15,17 @@ from harness.detection.base import opaque_id
 from harness.logs import RawLog, load_log, read, to_canonical
 from harness.logs.views import StoredRun, render
 from harness.logs.writers import FORMATS, write
-from tests.helpers import train
+from tests.commands import Ran, run
+from tests.paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data"
 RESULTS = ROOT / "results"
 CLEANRL_RUN = DATA / "cleanrl" / "CartPole-v1__ppo__1__1795358967"
 
 
-def command(module: str, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", module, *args], capture_output=True, text=True, cwd=ROOT,
-                          timeout=180)
+def command(module: str, *args: str) -> Ran:
+    """``python -m <module> ARGS`` from the repository, in this process."""
+    return run(module, *args, cwd=ROOT)
 
 
 def ranked(stdout: str) -> list[str]:
@@ -44,15 +42,6 @@ def ranked(stdout: str) -> list[str]:
         float(parts[1])
         out.append(parts[0])
     return out
-
-
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory) -> tuple[Path, str, str]:
-    """A short PPO run (tiny clip: clipping acts) and a short GRPO run, stored for real."""
-    store = tmp_path_factory.mktemp("store")
-    ppo = train(["fault=tiny_clip", "env.total_timesteps=4096", "algo.n_steps=64", f"results_dir={store}"])
-    grpo = train(["algo=grpo", "env=toyseq", "env.total_timesteps=3072", f"results_dir={store}"])
-    return store, ppo.run_id, grpo.run_id
 
 
 # ---- real framework logs ----------------------------------------------------------------------
@@ -101,6 +90,7 @@ def test_sb3_progress_and_tensorboard_written_by_sb3(tmp_path):
     tb = to_canonical(read(events[0]), "auto")
     assert tb.profile == "sb3"
     cols = ["clipfrac", "approx_kl", "policy_loss", "return_mean", "lr"]
+    assert csv.metrics[cols].iloc[:4].notna().all().all()          # read from SB3's names (NaN would equal NaN below)
     np.testing.assert_allclose(tb.metrics[cols], csv.metrics[cols].astype(np.float32), rtol=1e-6)
     assert list(tb.metrics["step"]) == list(csv.metrics["step"]) == [64.0 * (i + 1) for i in range(5)]
 
@@ -110,6 +100,7 @@ def test_sb3_fixture_at_defaults_directory_prefers_progress_csv():
     in_dir = load_log(DATA / "sb3")
     assert in_dir.source.startswith("CSV") and in_dir.metrics.equals(load_log(DATA / "sb3" / "progress.csv").metrics)
     tb = load_log(next((DATA / "sb3").glob("events*")))
+    assert in_dir.metrics["approx_kl"].iloc[:3].notna().all()         # train/approx_kl, one iteration late
     np.testing.assert_allclose(tb.metrics["approx_kl"], in_dir.metrics["approx_kl"].astype(np.float32), rtol=1e-6)
     assert in_dir.metrics["lr"].iloc[0] == 3e-4 and np.isnan(in_dir.metrics["lr"].iloc[-1])
 
@@ -231,8 +222,8 @@ def test_diagnose_ranks_real_logs_without_a_profile(log, dialect):
 def test_export_reads_back_as_the_view(runs, tmp_path, algo, profile):
     """to_canonical(render(run, p), p) in memory equals reading each exported format back (auto-detected);
     TensorBoard stores float32 scalars, as the frameworks' own writers do."""
-    store, ppo, grpo = runs
-    raw = render(StoredRun.load(store, ppo if algo == "ppo" else grpo), profile)
+    raw = render(StoredRun.load(runs.ppo_store, runs.ppo) if algo == "ppo" else StoredRun.load(runs.grpo_store, runs.grpo),
+                 profile)
     for fmt in FORMATS:
         write(raw, profile, fmt, tmp_path / fmt)
         back = load_log(tmp_path / fmt)
@@ -253,8 +244,7 @@ def test_export_reads_back_as_the_view(runs, tmp_path, algo, profile):
 
 
 def test_views_follow_each_frameworks_definitions(runs):
-    store, ppo, grpo = runs
-    run = StoredRun.load(store, ppo)
+    run = StoredRun.load(runs.ppo_store, runs.ppo)
     steps, m = run.steps, run.metrics
     cleanrl = to_canonical(render(run, "cleanrl"), "cleanrl").metrics
     last = steps.groupby("update").tail(1).set_index("update")
@@ -267,7 +257,7 @@ def test_views_follow_each_frameworks_definitions(runs):
     assert np.isnan(sb3["approx_kl"].iloc[-1])
     window = run.episodes[run.episodes["update"] <= 1]["env_return"].tail(100).mean()
     assert sb3["return_mean"].iloc[1] == pytest.approx(window)                   # Monitor, last 100 episodes
-    g = StoredRun.load(store, grpo)
+    g = StoredRun.load(runs.grpo_store, runs.grpo)
     trl = to_canonical(render(g, "trl"), "trl").metrics
     assert len(trl) == len(g.steps) and trl["reward_mean"].notna().sum() == len(g.metrics)
     np.testing.assert_allclose(trl["kl_ref"], g.steps["kl_ref"])                   # beta != 0: kl per step
@@ -276,7 +266,7 @@ def test_views_follow_each_frameworks_definitions(runs):
 
 
 def test_export_sb3_tensorboard_clip_fraction_and_diagnose_reads_it_back(runs, tmp_path):
-    store, ppo, _ = runs
+    store, ppo = runs.ppo_store, runs.ppo
     out = tmp_path / "export"
     res = command("harness.export", f"run={ppo}", "profile=sb3", "format=tensorboard", f"out={out}",
                   f"results_dir={store}")
@@ -300,8 +290,7 @@ def test_export_sb3_tensorboard_clip_fraction_and_diagnose_reads_it_back(runs, t
 
 
 def test_a_profile_for_another_algorithm_is_one_line(runs, tmp_path):
-    store, _, grpo = runs
-    out = command("harness.export", f"run={grpo}", "profile=sb3", f"out={tmp_path}", f"results_dir={store}")
+    out = command("harness.export", f"run={runs.grpo}", "profile=sb3", f"out={tmp_path}", f"results_dir={runs.grpo_store}")
     assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, out.stderr
     assert "profile=sb3 logs PPO runs only" in out.stderr
 

@@ -93,15 +93,22 @@ def test_sb3_subclasses(sb3_logs: tuple[Path, dict[str, dict]]) -> None:
     assert (progress(healthy)["train/approx_kl"].dropna() > 0).all()
 
 
-def test_evaluate_reads_diagnose_answer(sb3_logs: tuple[Path, dict[str, dict]]) -> None:
+def test_evaluate_reads_the_baselines_as_diagnose_reads_the_log(sb3_logs: tuple[Path, dict[str, dict]]) -> None:
     (healthy,) = by_variant(sb3_logs[1], "healthy")
     base = evaluate.baselines(healthy["path"])               # read as diagnose reads it, the rules streamed
     assert "error" not in base, base
     assert (base["profile"], base["algo"], base["n_steps"]) == ("sb3", "ppo", 3)
     assert set(base) >= {"folk", "config_aware"} and isinstance(base["folk"]["alarmed"], bool)
+    assert "error" in evaluate.baselines(healthy["path"].parent / "no-such-log.csv")
+
+
+@pytest.mark.slow
+def test_evaluate_runs_diagnose_as_a_user_does(sb3_logs: tuple[Path, dict[str, dict]]) -> None:
+    """evaluate.diagnose runs ``python -m harness.diagnose`` in a process of its own (two interpreters
+    importing torch and Hydra: the slow tier) and reads its JSON answer, or its one error line."""
+    (healthy,) = by_variant(sb3_logs[1], "healthy")
     missing = evaluate.diagnose(healthy["path"].parent / "no-such-log.csv")
     assert "error" in missing and "no-such-log.csv" in missing["error"]
-    assert "error" in evaluate.baselines(healthy["path"].parent / "no-such-log.csv")
     # python -m harness.diagnose, as a user runs it (REALWORLD_CATALOGUE: another catalogue's model)
     out = evaluate.diagnose(healthy["path"], os.environ.get("REALWORLD_CATALOGUE", evaluate.DEFAULT_CATALOGUE))
     if "error" in out and "diagnosis model" in out["error"]:

@@ -17,6 +17,7 @@ from harness.logs.exporter import export
 from harness.logs.views import StoredRun
 from harness.pipeline.compose import make_experiment
 from harness.pipeline.train import get_or_train
+from harness.store import RunStore
 
 
 def _train(root, *overrides) -> str:
@@ -24,14 +25,13 @@ def _train(root, *overrides) -> str:
     return get_or_train(exp).run_id
 
 
-@pytest.fixture(scope="module")
-def sb3_run(tmp_path_factory):
+@pytest.fixture(scope="session")
+def sb3_run(store_dir):
     """A native PPO run that takes one epoch while its configuration says 4 (SB3's train/n_updates
     then grows by 1 per rollout)."""
-    root = tmp_path_factory.mktemp("parity")
-    rid = _train(root, "algo=ppo", "fault=ppo_epochs_ignored", "env.total_timesteps=2560", "algo.n_steps=64",
+    rid = _train(store_dir, "algo=ppo", "fault=ppo_epochs_ignored", "env.total_timesteps=2560", "algo.n_steps=64",
                  "algo.num_envs=4", "algo.n_epochs=4", "algo.n_minibatches=2")
-    return root, rid
+    return store_dir, rid
 
 
 def test_sb3_examples_with_config_hold_the_optimizer_steps_diagnose_reads(sb3_run, tmp_path):
@@ -54,23 +54,25 @@ def test_sb3_examples_with_config_hold_the_optimizer_steps_diagnose_reads(sb3_ru
     assert examples.loc[~examples["with_config"], "optimizer_steps:median"].isna().all()
 
 
-@pytest.fixture(scope="module")
-def grpo_runs(tmp_path_factory):
-    root = tmp_path_factory.mktemp("parity-grpo")
-    ids = [_train(root, "algo=grpo", "env=toyseq", "env.total_timesteps=1920", f"seed={seed}", f"fault={fault}")
-           for seed, fault in ((s, "none") for s in range(6))]
-    ids.append(_train(root, "algo=grpo", "env=toyseq", "env.total_timesteps=1920", "fault=stale_sampler_weights"))
-    return root, ids
+@pytest.fixture(scope="session")
+def grpo_runs(store_dir, tiny):
+    """Six healthy GRPO runs of different seeds (the tiny ``catalogue`` fixture's) and a short run of a bug
+    that needs a separate rollout engine (trained once per session in the shared store): (results_dir, run id)."""
+    catalogue = tiny("catalogue")
+    healthy = sorted((m["seed"], m["run_id"]) for m in RunStore(catalogue).iter_metas()
+                     if m["algo"] == "grpo" and m["fault"] == "none" and m["status"] == "ok")
+    assert [seed for seed, _ in healthy] == list(range(6))
+    stale = _train(store_dir, "algo=grpo", "env=toyseq", "env.total_timesteps=1920", "fault=stale_sampler_weights")
+    return [(catalogue, rid) for _, rid in healthy] + [(store_dir, stale)]
 
 
 def test_trl_logs_the_sampler_gap_only_for_runs_with_a_rollout_engine(grpo_runs):
     """TRL logs sampling/sampling_logp_difference only with use_vllm=True: its view renders it for a
     deterministic half of the runs, and always for a bug that needs a separate rollout engine."""
-    root, ids = grpo_runs
     engine = load_profile("trl").engine_metrics
     assert set(engine) == {"sampler_logp_diff_mean", "sampler_logp_diff_max"}
     seen = []
-    for rid in ids:
+    for root, rid in grpo_runs:
         run = StoredRun.load(root, rid)
         plain, with_config = view_frames(run, "trl", {})
         has = all(plain[m].notna().any() for m in engine)
@@ -122,15 +124,15 @@ def test_the_sb3_view_carries_no_setting_sb3_saves_as_a_schedule():
     assert framework_config("canonical", "ppo", zoo) == zoo
 
 
-def test_a_too_strict_target_kl_shows_in_the_cleanrl_and_sb3_views(tmp_path):
+def test_a_too_strict_target_kl_shows_in_the_cleanrl_and_sb3_views(store_dir):
     """The KL early stop on every update is read from what each framework logs: SB3's epoch counter
     (optimizer steps with the configuration) and CleanRL's last-minibatch approx_kl against
     target_kl; a run without target_kl cannot tell."""
     from harness.analysis import evidence
-    rid = _train(tmp_path, "algo=ppo", "fault=target_kl_too_strict", "fault.form=misconfigured",
+    rid = _train(store_dir, "algo=ppo", "fault=target_kl_too_strict", "fault.form=misconfigured",
                  "env.total_timesteps=2560", "algo.n_steps=64", "algo.num_envs=4", "algo.n_epochs=4",
                  "algo.n_minibatches=2")
-    run = StoredRun.load(tmp_path, rid)
+    run = StoredRun.load(store_dir, rid)
     configured = visible_config("ppo", run.meta["hyperparameters"]["configured"])
     for view in ("sb3", "cleanrl"):
         config = framework_config(view, "ppo", configured)
@@ -141,14 +143,14 @@ def test_a_too_strict_target_kl_shows_in_the_cleanrl_and_sb3_views(tmp_path):
         assert evidence.observe(with_config, without, view)["kl_stops_every_update"] is None
 
 
-def test_a_reward_wrapper_shows_in_the_logged_returns_when_the_monitor_is_inside_it(tmp_path):
+def test_a_reward_wrapper_shows_in_the_logged_returns_when_the_monitor_is_inside_it(store_dir):
     """Users add a reward wrapper on either side of SB3's Monitor / CleanRL's RecordEpisodeStatistics:
     rendered with the monitor inside it (half the runs, by run id), a negated reward shows as negative
     logged returns; outside, the logged returns are the env's own."""
     from harness.logs.views import logged_returns, monitor_inside, render
-    rid = _train(tmp_path, "algo=ppo", "fault=reward_sign_flip", "env.total_timesteps=2560", "algo.n_steps=64",
+    rid = _train(store_dir, "algo=ppo", "fault=reward_sign_flip", "env.total_timesteps=2560", "algo.n_steps=64",
                  "algo.num_envs=4", "algo.n_epochs=2", "algo.n_minibatches=2")
-    run = StoredRun.load(tmp_path, rid)
+    run = StoredRun.load(store_dir, rid)
     eps = run.episodes
     assert (eps["env_return"] > 0).all() and np.allclose(eps["return"], -eps["env_return"])   # CartPole, negated
     for inside in (True, False):
