@@ -170,7 +170,7 @@ PRIMARY_KIND = {"sb3": "progress.csv", "cleanrl": "tensorboard", "trl": "trainer
                 "trl-harness": "trainer_state.json"}
 #: TRL's settings (labels' "setting"), each reported as its own row beside TRL as a whole
 SETTINGS = {"script": "trl (script)", "trl_defaults": "trl (defaults)"}
-#: the rule sets streamed beside the diagnosis (harness.analysis.scores.RULE_SETS; tests/test_realworld.py
+#: the rule sets streamed beside the diagnosis (harness.analysis.scores.RULE_SETS; tests/logs/test_realworld.py
 #: keeps the two in step): the folk rules, the config-aware rules, post-training-toolkit's heuristics
 RULES = ("folk", "config_aware", "ptt")
 DETECTORS = ("diagnosis", "always_healthy", "flag_everything", *RULES)

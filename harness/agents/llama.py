@@ -4,7 +4,7 @@ RMSNorm (computed in fp32, as HF does), rotary position embeddings (``rope_theta
 half-split rotation), SwiGLU MLP (``down(silu(gate(x)) * up(x))``), no biases, optional tied
 input/output embeddings. :func:`hf_state_dict` maps the parameters to HF's names so the same
 weights load into ``transformers.LlamaForCausalLM`` built from :func:`hf_config` (see
-``harness/agents/hf.py``); tests/test_llama_parity.py checks the logits agree. This module
+``harness/agents/hf.py``); tests/agents/test_llama_parity.py checks the logits agree. This module
 is native PyTorch only: it never imports transformers.
 
 Inputs follow the LLM conventions: left-padded prompts, a boolean ``attention_mask`` (False

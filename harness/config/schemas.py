@@ -59,7 +59,7 @@ class PPOConfig:
     variant: str = "default"
 
     #: what a user's config holds: the hyperparameters a detector is shown (RunInfo.configured);
-    #: every field is either here or in HIDDEN (tests/test_detector_view.py keeps the two in step)
+    #: every field is either here or in HIDDEN (tests/detection/test_detector_view.py keeps the two in step)
     VISIBLE: ClassVar[tuple[str, ...]] = (
         "num_envs", "n_steps", "n_epochs", "n_minibatches", "lr", "gamma", "gae_lambda", "clip_range",
         "ent_coef", "vf_coef", "max_grad_norm", "norm_adv", "hidden", "target_kl", "norm_obs", "norm_reward",
