@@ -22,8 +22,14 @@ def one_torch_thread() -> None:
     """Runs train on one torch thread (torch_threads=1) and the suite runs two workers to a 2-core
     machine: a test that calls a trainer directly gets one thread too, not whatever an earlier test in
     its worker left (torch's default, a thread per core, made test_seed_batch's tests 15x slower in a
-    worker where no run had been trained before them)."""
+    worker where no run had been trained before them).
+
+    It also imports what a run's first optimizer step imports lazily (torch._dynamo and its ~300 modules):
+    pytester's in-process runs drop the modules first imported inside them, and torch cannot register its
+    operator libraries twice ("Only a single TORCH_LIBRARY can be used to register the namespace"), so a
+    run trained inside one would break every later run of that worker."""
     import torch
+    import torch._dynamo  # noqa: F401
 
     torch.set_num_threads(1)
 

@@ -158,3 +158,83 @@ def test_ptt_detector_waits_for_min_steps_and_names_its_rule():
     assert first == (29, ["yaml_clip_fraction_high"])          # min_steps 30
     det.reset(RunInfo(run_id="r", algo="ppo", env="", backend=""))
     assert all(not det.update(i, {"group_reward_std_mean": 0.0}) for i in range(60))   # a GRPO-only rule
+
+
+#: a PPO update no folk rule fires on
+CALM = {"approx_kl": 0.02, "entropy": 0.6, "adv_mean": 0.3, "policy_loss": -0.01, "ratio_min": 0.8, "ratio_max": 1.25,
+        "grad_norm": 2.0, "clipfrac": 0.1, "loss": 0.5, "nonfinite": 0.0, "value_loss": 1.0}
+
+
+@pytest.mark.parametrize("change, symptom", [
+    ({"approx_kl": 0.11}, "approx_kl > 0.1"), ({"approx_kl": 0.009}, "approx_kl < 0.01"),
+    ({"entropy": 0.0}, "entropy == 0"), ({"adv_mean": 0.0}, "advantage mean == 0"),
+    ({"ratio_min": 0.49}, "ratio outside [0.5, 2]"), ({"ratio_max": 2.01}, "ratio outside [0.5, 2]"),
+    ({"grad_norm": 10.1}, "grad norm > 10"), ({"clipfrac": 0.31}, "clip fraction > 0.3"),
+    ({"frac_reward_zero_std": 0.99}, "share of zero-std groups ~ 1"),
+])
+def test_the_folk_rules_are_the_rules_of_thumb_docs_detectors_lists(change, symptom):
+    det = FolkDetector()
+    det.reset(RunInfo(run_id="r", algo="ppo", env="", backend=""))
+    assert det.update(0, CALM) == []
+    assert symptom in [a.symptom for a in det.update(1, {**CALM, **change})]
+
+
+def test_the_folk_thresholds_are_constructor_arguments_set_on_the_command_line():
+    """``+detector.kl_high=0.2``: the rule moves (an approx_kl of 0.15 no longer alarms), and flat reward
+    alarms once the progress metric has not moved over ``flat_window`` updates."""
+    from hydra import compose, initialize_config_dir
+
+    from harness.commands.evaluate import build_detector
+    from harness.config import CONF_DIR
+
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
+        cfg = compose("evaluate", ["detector=folk", "+detector.kl_high=0.2"])
+    det = build_detector(cfg)
+    assert isinstance(det, FolkDetector) and det.kl_high == 0.2
+    det.reset(RunInfo(run_id="r", algo="ppo", env="", backend=""))
+    assert det.update(0, {**CALM, "approx_kl": 0.15}) == []
+    flat = [det.update(i, {**CALM, "return_mean": 20.0}) for i in range(1, 11)]
+    assert [i for i, alarms in enumerate(flat, 1) if any(a.symptom == "reward flat" for a in alarms)] == [10]
+
+
+def test_the_python_api_of_docs_detectors(harness_dataset):
+    """``from harness.evaluate import evaluate``; ``evaluate(MyDetector(), "results")`` (a results_dir, or its
+    dataset dir), then ``ev.summary()``, ``ev.confusion``, ``ev.symptoms``."""
+    from harness.evaluate import evaluate as documented
+
+    ev = documented(SilentDetector(), harness_dataset.path)
+    again = documented(SilentDetector(), harness_dataset.path / "dataset")
+    pd.testing.assert_frame_equal(ev.scores, again.scores)
+    summary = ev.summary()
+    assert isinstance(summary, str) and "recall" in summary.splitlines()[0] and "zero_reward" in summary
+    assert int(ev.confusion.to_numpy().sum()) == len(harness_dataset.runs) and isinstance(ev.symptoms, pd.DataFrame)
+
+
+def test_the_learned_detector_alarms_after_patience_checks_that_are_not_healthy(diverse_model):
+    """``learned`` (docs/detectors.md): the diagnosis asked at the ``warmup``-th update and every ``every``
+    updates after; it alarms, naming the answer's fault, once the answer has not been healthy on ``patience``
+    consecutive checks (the diverse fixture's model, on one of its zero_reward runs)."""
+    from harness.analysis.model import HEALTHY, TOO_SHORT
+    from harness.detection.diagnosis import answer_frame
+    from harness.detection.learned import LearnedDetector
+    from harness.detection.scoring import load_dataset, run_info
+    from harness.metrics import CANONICAL
+
+    data, runs = load_dataset(diverse_model)
+    run = runs[(runs["label"] == "zero_reward") & (runs["origin"] == "diverse")].iloc[0]
+    rows = data[data["run_id"] == run["run_id"]].sort_values("update")
+    metrics = [{k: float(r[k]) for k in CANONICAL} for _, r in rows.iterrows()]
+    det = LearnedDetector(catalogue=str(diverse_model / "catalogue"), patience=2, every=3, warmup=3)
+    info = run_info(run)
+    det.reset(info)
+    alarms = [(n, a) for n, m in enumerate(metrics, 1) for a in det.update(n - 1, m)]
+    # the rule, applied to the answers the diagnosis gives on each prefix it is asked about
+    streak, expected = 0, None
+    for n in [n for n in range(1, len(metrics) + 1) if n == 3 or (n > 3 and n % 3 == 0)]:
+        prefix = pd.DataFrame([{**m, "update": i} for i, m in enumerate(metrics[:n])], columns=["update", *CANONICAL])
+        answer = answer_frame(det.model, prefix, dict(info.configured), dict(info.action_space)).answer
+        streak = streak + 1 if answer not in (HEALTHY, TOO_SHORT) else 0
+        if streak >= 2 and expected is None:
+            expected = (n, answer)
+    assert expected is not None, "the zero_reward run is answered healthy: nothing to check the patience on"
+    assert alarms and (alarms[0][0], alarms[0][1].fault) == expected
