@@ -29,7 +29,7 @@ def one_torch_thread() -> None:
     operator libraries twice ("Only a single TORCH_LIBRARY can be used to register the namespace"), so a
     run trained inside one would break every later run of that worker."""
     import torch
-    import torch._dynamo  # noqa: F401
+    import torch._dynamo
 
     torch.set_num_threads(1)
 

@@ -11,8 +11,8 @@ apart), or "anomalous, cause unknown", with probabilities, from a training log i
   it cannot tell apart.
 - **Prior.** The training logs are mostly faulty (one in eight is healthy); a user's log is not.
   The odds of the healthy-looking classes (healthy and the faults this log cannot show) are raised by
-  ``healthy_weight``, fitted out of fold so that 90% of healthy training logs come out healthy (the
-  weight is kept within [1, 9]). The printed probabilities are these; the answer follows from them.
+  ``healthy_weight``, fitted out of fold so that 95% of healthy training logs come out healthy (the
+  weight is kept within [1, 19]). The printed probabilities are these; the answer follows from them.
 - **Answer** (:meth:`DiagnosisModel.decide`), which follows from the printed numbers: ``too_short``
   when the log has fewer than ``MIN_ROWS`` steps; ``healthy`` when P(anomalous) -- the probability of
   a fault this log can show -- is below 1/2 (the answer then reads "healthy, or a fault this log

@@ -77,7 +77,7 @@ def test_truncation_as_termination_drops_the_bootstrap_the_twin_takes(backend, e
     does not (r - V(s)); the first update's values are the same in both (same seed, same weights)."""
     args = [f"backend={backend}", *env]
     _, faulty = run(["fault=truncation_as_termination", *args], record=("gae",))
-    _, twin = run(["fault=none", *args], record=("gae",))
+    rows, twin = run(["fault=none", *args], record=("gae",))
     (rf, vf, _, term_f, trunc_f, _, gamma, _), adv_f = faulty["gae"][0]
     (rt, vt, _, term_t, trunc_t, _, _, _), adv_t = twin["gae"][0]
     np.testing.assert_array_equal(vf, vt)
@@ -94,6 +94,8 @@ def test_truncation_as_termination_drops_the_bootstrap_the_twin_takes(backend, e
         np.testing.assert_allclose((adv_t - adv_f)[ends], bootstrap, rtol=1e-5, atol=1e-6)
         bootstrap = bootstrap[bootstrap != 0]    # the truncations
     assert len(bootstrap) >= 4 and (np.abs(bootstrap) > 1e-4).all()
+    if "env=cartpole" in env:                    # reward_mean is the env's reward (1 a step), not SB3's bootstrapped one
+        assert [r["reward_mean"] for r in rows] == [1.0] * len(rows)
 
 
 def test_the_run_command_stores_the_faulty_run_and_its_bootstrapping_twin(tmp_path):
@@ -354,3 +356,48 @@ def test_telemetry_faults_break_every_metric_their_buggy_code_computes():
         assert wide[name] == pytest.approx(84 * right[name], rel=1e-5), name
     for name in ("ratio_mean", "ratio_min", "ratio_max", "ratio_dev_max"):
         assert wide[name] == right[name], name
+
+
+def test_the_ratio_statistics_are_the_canonical_definitions():
+    """docs/design.md's canonical metrics, computed by the code every trainer shares (harness.agents.core): with
+    r = exp(logp - old_logp), approx_kl = mean((r - 1) - log r) (k3), kl_k1 = mean(old_logp - logp), clipfrac =
+    mean(|r - 1| > clip_range), clipfrac_binding = the share where the clipped term is the one used, the ratio's
+    mean, min and max and ratio_dev_max = max |r - 1|; the value loss is the MSE with no 1/2; over real tokens only."""
+    from harness.agents.core import ratio_stats, value_loss
+
+    gen = torch.Generator().manual_seed(1)
+    logp, old = -torch.rand(300, generator=gen) * 3, -torch.rand(300, generator=gen) * 3
+    log_ratio = logp - old
+    r, adv = log_ratio.exp(), torch.randn(300, generator=gen)
+    pg1, pg2 = -adv * r, -adv * r.clamp(0.8, 1.2)
+    got = ratio_stats(r, log_ratio, pg1, pg2, 0.2, adv)
+    rn, on, ln, an = (t.double().numpy() for t in (r, old, logp, adv))
+    want = {"approx_kl": np.mean((rn - 1) - np.log(rn)), "kl_k1": np.mean(on - ln),
+            "clipfrac": np.mean(np.abs(rn - 1) > 0.2),
+            "clipfrac_binding": np.mean(-an * np.clip(rn, 0.8, 1.2) > -an * rn),
+            "ratio_mean": rn.mean(), "ratio_min": rn.min(), "ratio_max": rn.max(), "ratio_dev_max": np.abs(rn - 1).max()}
+    for name, value in want.items():
+        assert got[name] == pytest.approx(value, rel=1e-5, abs=1e-7), name
+    assert 0.05 < got["clipfrac_binding"] < got["clipfrac"] < 0.95           # both shares are something, and differ
+    mask = torch.arange(300) < 200                                            # padding past 200: not read
+    masked = ratio_stats(r, log_ratio, pg1, pg2, 0.2, adv, mask)
+    assert masked["approx_kl"] == pytest.approx(np.mean(((rn - 1) - np.log(rn))[:200]), rel=1e-5)
+    assert masked["ratio_max"] == pytest.approx(rn[:200].max())
+    value, returns = torch.tensor([1.0, 2.0, 4.0]), torch.tensor([2.0, 2.0, 1.0])
+    assert float(value_loss(value, value, returns, None)) == pytest.approx((1 + 0 + 9) / 3)
+
+
+def test_the_advantage_and_value_metrics_are_the_raw_ones():
+    """docs/design.md: adv_mean and adv_std are the raw advantages, before the per-minibatch normalisation the
+    update applies (norm_adv is on by default); explained_variance = 1 - Var(ret - V) / Var(ret), returns = A + V;
+    over the rollout's transitions (not the autoreset steps)."""
+    rows, calls = run(["fault=none", *CARTPOLE_ONE], record=("gae",))
+    (_, values, _, _, _, valid, _, _), adv = calls["gae"][0]
+    valid = valid.astype(bool)
+    a, v = adv[valid].astype(np.float64), values[valid].astype(np.float64)
+    (row,) = rows
+    assert make_experiment(["fault=none", *CARTPOLE_ONE]).algo.norm_adv
+    assert row["adv_mean"] == pytest.approx(a.mean(), rel=1e-5) and abs(row["adv_mean"]) > 0.5   # not normalised
+    assert row["adv_std"] == pytest.approx(a.std(ddof=1), rel=1e-5)
+    assert row["explained_variance"] == pytest.approx(1 - a.var() / (a + v).var(), rel=1e-4, abs=1e-6)
+    assert row["value_mean"] == pytest.approx(v.mean(), rel=1e-5)

@@ -459,6 +459,7 @@ def test_a_part_merged_replaces_its_cells_and_says_how_it_was_made(store, part, 
     shutil.copytree(store / "catalogue", whole / "catalogue")
     before = pd.read_parquet(whole / "catalogue" / "catalogue.parquet")
     built = pd.read_parquet(part / "catalogue" / "catalogue.parquet")
+    base_before = pd.read_parquet(whole / "catalogue" / "baselines.parquet")
     name = "zero_reward | ppo/cartpole/native"
     assert set(built["cell"]) == {name} and name in set(before["cell"])
     old_plot = f"traces_{cell_slug(name, before.loc[before['cell'] == name, 'base'].iloc[0])}.png"
@@ -479,6 +480,15 @@ def test_a_part_merged_replaces_its_cells_and_says_how_it_was_made(store, part, 
     pd.testing.assert_frame_equal(views[views["cell"] == name].reset_index(drop=True), part_views)
     plots = whole / "catalogue" / "plots"
     assert (plots / new_plot).exists() and not (plots / old_plot).exists()
+    # the part's setups' healthy baselines replace theirs; the other setups' stay
+    keys = ["algo", "algo_variant", "env", "backend"]
+    part_base = pd.read_parquet(part / "catalogue" / "baselines.parquet")
+    base_after = pd.read_parquet(whole / "catalogue" / "baselines.parquet")
+    mine = base_after[keys].apply(tuple, axis=1).isin(set(part_base[keys].apply(tuple, axis=1)))
+    assert mine.any() and not mine.all()
+    same(base_after[mine], part_base)
+    same(base_after[~mine], base_before[~base_before[keys].apply(tuple, axis=1).isin(set(part_base[keys].apply(tuple,
+                                                                                                          axis=1)))])
     agreement = whole / "catalogue" / "backends.parquet"
     expected = agreement_frame(frame_agreement(after))
     assert expected.empty != agreement.exists()
@@ -615,3 +625,77 @@ def test_same_metrics_compares_every_tested_metric_value_for_value():
     assert not same_metrics(a, a.iloc[:1], ["entropy"])                             # a shorter window
     assert not same_metrics(a, a.drop(columns="entropy"), ["entropy"])              # logged by one only
     assert not same_metrics(a.iloc[:0], a.iloc[:0], ["entropy"])                    # nothing to compare
+
+
+# ---- what a build records, and the command's switches (docs/catalogue.md, "Building it") -----------------
+
+def test_a_build_says_when_by_which_code_and_from_how_many_runs(part):
+    """``catalogue/build.json``: when it was built, by which code (the checkout's commit, ``+changes`` when its
+    code differs), from how many runs, and the commands the runs were trained by; a build with
+    ``dataset=false`` and no model writes neither."""
+    import re
+
+    from harness.catalogue.parts import _git
+
+    root, written = part
+    record = json.loads((root / "catalogue" / "build.json").read_text())
+    assert written["build"] == root / "catalogue" / "build.json"
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC", record["built"])
+    if not _git("rev-parse", "HEAD", cwd=ROOT):
+        assert record["code"] == "unknown"                  # a copy outside git
+    else:
+        assert re.fullmatch(r"[0-9a-f]{7}(\+changes)?", record["code"]), record["code"]
+        assert _git("cat-file", "-t", record["code"].removesuffix("+changes"), cwd=ROOT) == "commit"
+    assert record["runs"] == 4 and record["results_dir"] == str(root)
+    stored = {m["command"] for m in RunStore(root).iter_metas()}
+    assert record["sweep_commands"] and set(record["sweep_commands"]) == stored
+    assert not (root / "dataset").exists() and not (root / "catalogue" / "model" / "diagnosis.joblib").exists()
+
+
+def test_the_switches_of_the_catalogue_command_set_what_it_builds(tmp_path):
+    """``plots=false``, ``views=false``, ``dataset=false`` and ``fit_model=false`` turn off what write() builds;
+    by default it builds all of them, the model included."""
+    from hydra import compose, initialize_config_dir
+
+    from harness.config import CONF_DIR
+
+    (tmp_path / "runs").mkdir()
+    settings = {}
+    for name, overrides in (("default", []), ("off", ["plots=false", "views=false", "dataset=false", "fit_model=false"])):
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
+            settings[name] = CatalogueSettings.from_cfg(compose("catalogue", [f"results_dir={tmp_path}", *overrides]))
+    on, off = settings["default"], settings["off"]
+    assert (on.plots, on.views, on.dataset, on.model) == (True, True, True, True)
+    assert (off.plots, off.views, off.dataset, off.model) == (False, False, False, False)
+
+
+def test_a_whole_build_is_one_part_again(part, tmp_path):
+    """After a merge the catalogue records its parts (parts.json); building it whole from a store removes
+    that record: it is one part again."""
+    from harness.catalogue.parts import PARTS_FILE, merge
+
+    (part, _), root = part, tmp_path / "results"
+    shutil.copytree(part / "runs", root / "runs")
+    shutil.copytree(part / "catalogue", root / "catalogue")
+    merge(root, part)
+    assert (root / "catalogue" / PARTS_FILE).exists()
+    write(CatalogueSettings(root, n_mc=200, trace_metrics=(), plots=False, dataset=False, model=False, views=False))
+    assert not (root / "catalogue" / PARTS_FILE).exists()
+    assert "Built in parts" not in (root / "catalogue" / "CATALOGUE.md").read_text()
+
+
+def test_backends_disagree_where_a_held_out_rate_differs_by_50_points():
+    """docs/catalogue.md, "Native vs TRL": a fault x signature pair disagrees between backends when its held-out
+    rate on faulty or on healthy seeds differs by >= 50 points; a fault run on one backend is not compared."""
+    from harness.catalogue.agreement import agreement
+
+    key = ("zero_reward", "{}", "0", "grpo", "default", "toyseq")
+
+    def rows(native, trl):
+        return {r.signature: r.disagree for r in agreement([(key, "native", native), (key, "trl", trl)])}
+
+    assert rows([("reward_zero", True, 1.0, 0.0), ("kl_ref_zero", False, 0.9, 0.1)],
+                [("reward_zero", True, 0.5, 0.0), ("kl_ref_zero", False, 0.5, 0.0)]) == {
+        "reward_zero": True, "kl_ref_zero": False}                      # 50 points apart; 40 and 10
+    assert rows([("loss_zero", False, 0.2, 0.0)], [("loss_zero", False, 0.2, 0.6)]) == {"loss_zero": True}   # healthy
+    assert agreement([(key, "native", [("reward_zero", True, 1.0, 0.0)])]) == []

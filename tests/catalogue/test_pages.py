@@ -241,17 +241,22 @@ def test_a_fault_with_two_parameter_sets_has_two_heatmap_rows(tables):
 
 
 def test_render_only_on_the_command_line(tiny_copy):
-    """render=only from the command line: the pages and the summary plots are written from the parquet files,
-    and no run is read although the runs are there (the tiny catalogue fixture, its pages removed)."""
+    """render=only from the command line: the pages, the summary plots and the faults' directions diagnose's
+    reference=PATH ranks by (model/directions.json) are written from the parquet files, and no run is read
+    although the runs are there: the trace plots, which need the runs, are kept as they were (the tiny catalogue
+    fixture, its pages removed)."""
     root = tiny_copy("catalogue")
     shutil.rmtree(root / "catalogue" / "faults")
-    for path in [root / "catalogue" / "CATALOGUE.md", *(root / "catalogue" / "plots").glob("[hv]*.png")]:
+    for path in [root / "catalogue" / "CATALOGUE.md", root / "catalogue" / "model" / "directions.json",
+                 *(root / "catalogue" / "plots").glob("[hv]*.png")]:
         path.unlink()
+    traces = {p.name: p.read_bytes() for p in (root / "catalogue" / "plots").glob("traces_*.png")}
     out = run("harness.catalogue", f"results_dir={root}", "render=only", cwd=ROOT)
     assert out.returncode == 0, out.stderr
     assert f"wrote {root}/catalogue/CATALOGUE.md" in out.stdout and "reading" not in out.stdout
     assert (root / "catalogue" / "plots" / "verdicts.png").exists() and (root / "catalogue" / "faults").is_dir()
-    assert (root / "catalogue" / "CATALOGUE.md").exists()
+    assert (root / "catalogue" / "CATALOGUE.md").exists() and (root / "catalogue" / "model" / "directions.json").exists()
+    assert traces and {p.name: p.read_bytes() for p in (root / "catalogue" / "plots").glob("traces_*.png")} == traces
 
 
 @pytest.mark.parametrize("args, message", [

@@ -202,3 +202,35 @@ def test_an_override_value_reads_back_as_itself(value):
     from harness.pipeline.compose import override_value
 
     assert OverridesParser.create().parse_override(f"k={override_value(value)}").value() == value
+
+
+def test_every_diverse_run_records_its_draw(tiny):
+    """docs/datasets.md: every draw is recorded in the run's meta.json (``sampled``): the setup, the fault with
+    its drawn severity and form, the onset, the seed, the length and the hyperparameters, which a healthy run
+    is configured with as drawn (the checked-in ``diverse`` fixture: a dataset sweep, as a user runs it)."""
+    import json
+
+    metas = [json.loads(p.read_text()) for p in sorted((tiny("diverse") / "runs").glob("*/meta.json"))]
+    drawn = [m for m in metas if m.get("sampled")]
+    assert len(drawn) == 60 and all(m["command"].endswith("tests/make_fixtures.py") for m in metas if m not in drawn)
+    for m in drawn:
+        s = m["sampled"]
+        assert (s["fault"], s["seed"], s["env"]["total_timesteps"]) == (m["fault"], m["seed"], m["total_timesteps"])
+        assert (s["setup"]["algo_name"], s["setup"]["env"], s["setup"]["backend"]) == (m["algo"], m["env"], m["backend"])
+        if m["fault"] == "none":
+            configured = m["hyperparameters"]["configured"]
+            assert {k: configured[k] for k in s["algo"]} == s["algo"], m["run_id"]
+        else:
+            assert (s["fault_params"], s["onset"]) == (m["fault_params"], m["onset_update"]), m["run_id"]
+
+
+def test_half_the_faulty_draws_switch_on_in_the_first_third(drawn):
+    """docs/datasets.md: an onset, 0 or mid-run in the first third, for half of the faulty runs (a fault that exists
+    at one onset kind only is drawn at that kind: a resume's bug mid-run, a bug of how a run starts at 0)."""
+    faulty = [s for s in drawn if s.fault != "none"]
+    both = [s for s in faulty if set(FAULTS[s.fault].onset_kinds) == {"0", "mid"}]
+    assert 0.45 < sum(s.onset > 0 for s in both) / len(both) < 0.55
+    assert all(0 < s.onset <= updates_of(s) / 3 for s in faulty if s.onset > 0)
+    for s in faulty:
+        kinds = FAULTS[s.fault].onset_kinds
+        assert ("mid" if s.onset > 0 else "0") in kinds, (s.fault, s.onset)

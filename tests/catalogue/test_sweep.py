@@ -244,6 +244,7 @@ def test_catalogue_sweep_trains_a_cells_seeds_as_one_batch(tmp_path):
     for m in metas:
         assert m["seed_batch"]["size"] == 3 and m["seed_batch"]["seeds"] == [0, 1, 2], m["seed_batch"]
         assert m["config"]["engine"] == "seed_batched"
+        assert m["n_updates"] == 3 and m["total_timesteps"] == 384        # any other override applies to every job
     again = run("harness", *args)
     assert again.returncode == 0 and "6 already stored" in again.stdout and "0 to train" in again.stdout
     bad = run("harness", *args[:3], "hydra.sweeper.engine=vmap")
@@ -315,3 +316,39 @@ def test_mid_run_onsets_that_differ_per_seed_train_as_one_batch(tmp_path):
         assert got.returncode == 2 and message in got.stderr, got.stderr[-2000:]
     none = run("harness", *[c for c in common if c != "fault=tiny_clip"], "fault=none", "seed_onsets=[3]")
     assert none.returncode == 2 and "it means nothing with fault=none" in none.stderr
+
+
+def test_the_presets_are_the_ones_the_pages_describe():
+    """docs/catalogue.md: every fault on native PPO (CartPole, Acrobot, LunarLander, Hopper; the last three
+    stepped by EnvPool), SB3's PPO (CartPole, Acrobot, on gymnasium's envs), GRPO natively and in TRL (onset 0
+    alone), the look-alike controls on each PPO env, 10 seeds at onset 0 and mid-run, a native PPO cell's seeds
+    as one batch, on all local cores (joblib, the dataset sweep's launcher too; docs/datasets.md: 3000 draws by
+    default, 20% healthy, 60% in another fault's setting, chunks of 8 runs a job); docs/clusters.md: the SLURM
+    preset asks one CPU and 4 GB per run, 30 minutes, 64 runs in flight."""
+    import yaml
+
+    from tests.paths import ROOT
+
+    conf = ROOT / "harness" / "conf"
+    preset = yaml.safe_load((conf / "sweep" / "catalogue.yaml").read_text())
+    sweeper = preset["hydra"]["sweeper"]
+    assert (sweeper["seeds"], sweeper["onsets"], sweeper["faults"], sweeper["engine"]) == (10, ["0", "mid"], "all",
+                                                                                         "seed_batched")
+    setups = {(s["algo"], s["env"], s["backend"]): s for s in sweeper["setups"]}
+    assert set(setups) == {("ppo", env, "native") for env in ("cartpole", "acrobot", "lunarlander", "hopper")} | {
+        ("ppo", "cartpole", "sb3"), ("ppo", "acrobot", "sb3"), ("grpo", "toyseq", "native"), ("grpo", "toyseq", "trl")}
+    envpool = {key for key, s in setups.items() if "env.engine=envpool" in s.get("extra", [])}
+    assert envpool == {("ppo", env, "native") for env in ("acrobot", "lunarlander", "hopper")}
+    assert [key for key, s in setups.items() if "onsets" in s] == [("grpo", "toyseq", "trl")]
+    assert setups["grpo", "toyseq", "trl"]["onsets"] == ["0"]
+    control_envs = {(c["env"], c["backend"]) for c in sweeper["controls"]}
+    assert control_envs == {(env, backend) for (algo, env, backend) in setups if algo == "ppo"} | {("toyseq", "native")}
+    for sweep in ("catalogue", "dataset"):
+        defaults = yaml.safe_load((conf / "sweep" / f"{sweep}.yaml").read_text())["defaults"]
+        assert {"override /hydra/launcher": "joblib"} in defaults, sweep
+    dataset = yaml.safe_load((conf / "sweep" / "dataset.yaml").read_text())["hydra"]["sweeper"]      # docs/datasets.md
+    assert (dataset["size"], dataset["chunk"]) == (3000, 8)
+    assert (dataset["space"]["healthy_share"], dataset["space"]["setting_share"]) == (0.2, 0.6)
+    slurm = yaml.safe_load((conf / "hydra" / "launcher" / "harness_slurm.yaml").read_text())
+    assert "submitit_slurm" in slurm["defaults"]
+    assert (slurm["cpus_per_task"], slurm["mem_gb"], slurm["timeout_min"], slurm["array_parallelism"]) == (1, 4, 30, 64)

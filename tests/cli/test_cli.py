@@ -82,6 +82,8 @@ def test_run_command_trains_fault_and_twin_then_reuses(tmp_path):
     args = ["fault=shared_policy", f"results_dir={tmp_path}", "env.total_timesteps=2048", "algo.n_steps=64"]
     out = harness(*args)                                   # 2 updates of 16 envs x 64 steps, and the twin's
     assert out.returncode == 0, out.stderr
+    assert re.search(r"shared_policy .* 2/2 updates", out.stderr) and re.search(r"none \(healthy twin\) .* 2/2 updates",
+                                                                              out.stderr)     # progress, as it trains
     assert "shared_policy" in out.stdout and "none (twin)" in out.stdout
     assert "ratio_dev_max" in out.stdout and "ratio_pinned" in out.stdout
     store = RunStore(tmp_path)
@@ -334,6 +336,7 @@ def test_the_run_command_ends_with_medians_after_the_onset_the_signatures_and_th
     args = ["fault=zero_reward", "fault.onset=1", *TINY, f"results_dir={store_dir}"]
     out = harness(*args, "seeds=2", "progress=false")
     assert out.returncode == 0, out.stderr
+    assert not re.search(r"\d/\d updates", out.stdout + out.stderr)                        # progress=false: no bars
     exp = make_experiment(args)
     store = RunStore(store_dir)
     faulty, twin = (run_id(e.key()) for e in (exp, healthy_twin(exp)))
@@ -359,3 +362,30 @@ def test_the_run_command_ends_with_medians_after_the_onset_the_signatures_and_th
              {run_id(e.key()) for s in (0, 1) for e in (dataclasses.replace(exp, seed=s),
                                                          healthy_twin(dataclasses.replace(exp, seed=s)))}}
     assert seeds == {("zero_reward", 0), ("zero_reward", 1), ("none", 0), ("none", 1)}
+
+
+def test_the_defaults_are_the_ones_docs_configuration_lists():
+    """docs/configuration.md's defaults: PPO's 16 envs x 128 steps, 10 epochs x 4 minibatches, lr 1e-3, clip 0.2,
+    GAE 0.95, gamma 0.99, with the SB3/CleanRL extras off; GRPO's 16 prompts x 8 completions of <= 10 tokens,
+    2 iterations x 2 minibatches, lr 2e-4, clip 0.2, beta 0.04 (k3), group scale, token_mean, on a 2-layer
+    transformer and the token task; one torch thread; and each look-alike control is marked a control."""
+    ppo = make_experiment([])
+    assert (ppo.algo.name, ppo.env.name, ppo.backend.name, ppo.fault.name, ppo.seed, ppo.torch_threads) == (
+        "ppo", "cartpole", "native", "none", 0, 1)
+    assert (ppo.algo.num_envs, ppo.algo.n_steps, ppo.algo.n_epochs, ppo.algo.n_minibatches) == (16, 128, 10, 4)
+    assert (ppo.algo.lr, ppo.algo.clip_range, ppo.algo.gae_lambda, ppo.algo.gamma) == (1e-3, 0.2, 0.95, 0.99)
+    assert (ppo.algo.target_kl, ppo.algo.grad_accum, ppo.algo.norm_obs, ppo.algo.norm_reward, ppo.algo.anneal_lr,
+            ppo.algo.warmup_updates, ppo.algo.anneal_clip, ppo.algo.clip_range_vf) == (None, 1, False, False, False, 0,
+                                                                                      False, None)
+    assert ppo.env.engine == "gymnasium" and ppo.engine == "loop"
+    grpo = make_experiment(["algo=grpo"])
+    a = grpo.algo
+    assert grpo.env.name == "toyseq" and (a.model, a.n_layers) == ("transformer", 2)
+    assert (a.n_prompts, a.group_size, a.max_new_tokens, a.num_iterations, a.n_minibatches) == (16, 8, 10, 2, 2)
+    assert (a.lr, a.clip_range, a.beta, a.kl_estimator, a.scale, a.loss_agg) == (2e-4, 0.2, 0.04, "k3", "group",
+                                                                                 "token_mean")
+    assert (a.warmup_updates, a.lr_decay) == (0, "constant")
+    for control in ("ppo_single_pass", "ppo_target_kl", "ppo_small_lr", "grpo_single_pass", "grpo_async_tis",
+                    "grpo_bf16_tis", "grpo_temperature"):
+        algo = make_experiment([f"algo={control}"]).algo
+        assert algo.is_control and algo.variant == control.split("_", 1)[1], control

@@ -342,3 +342,20 @@ def regenerate() -> list[str]:
 if __name__ == "__main__":
     for where in regenerate():
         print(f"rewrote {where}")
+
+
+def test_the_site_lists_every_page():
+    """README.md: the same pages build as a site (``mkdocs serve``): mkdocs.yml reads docs/, its navigation
+    holds every page once, the site's requirements are the file the README names, and its home page shows the
+    README's install command."""
+    import yaml
+
+    site = yaml.safe_load((ROOT / "mkdocs.yml").read_text())
+    assert site["docs_dir"] == "docs" and site.get("strict") is True
+    nav = [page for entry in site["nav"] for page in entry.values()]
+    assert len(nav) == len(set(nav)) and set(nav) == {p.name for p in (ROOT / "docs").glob("*.md")}
+    assert "pip install -r docs/requirements.txt && mkdocs serve" in (ROOT / "README.md").read_text()
+    install = [b.text for page in ("README.md", "docs/index.md") for b in blocks(ROOT / page)
+               if b.lang == "bash" and "python -m harness fault=shared_policy" in b.text]
+    assert len(install) == 2 and install[0] == install[1]            # the site's home page installs as the README
+    assert any(line.startswith("mkdocs") for line in (ROOT / "docs" / "requirements.txt").read_text().splitlines())

@@ -15,7 +15,7 @@ import pytest
 from harness.analysis.examples import VIEWS
 from harness.analysis.features import MIN_ROWS
 from harness.analysis.labels import UNLABELLED
-from harness.analysis.model import HEALTHY, TOO_SHORT, UNKNOWN, load_models
+from harness.analysis.model import HEALTHY, THRESHOLD_RANGE, TOO_SHORT, UNKNOWN, load_models
 from harness.analysis.protocols import protocols, run_protocol
 from harness.config import ConfigError
 from harness.detection.diagnosis import model_path
@@ -50,7 +50,7 @@ def test_published_model_is_in_the_repo_with_out_of_sample_scores():
     for name, entry in card["models"].items():
         oos = entry["out_of_sample"]
         assert oos and 0 <= oos["top1"] <= oos["class_level"] <= 1 and 0 <= oos["healthy_called_healthy"] <= 1, name
-        assert 0.5 <= entry["threshold"] <= 0.9, name
+        assert THRESHOLD_RANGE[0] <= entry["threshold"] <= THRESHOLD_RANGE[1], name
     assert (CATALOGUE / "model" / "diagnosis.joblib").stat().st_size < 5_000_000      # a small artefact
 
 
@@ -459,3 +459,108 @@ def test_a_log_of_another_trl_trainer_is_refused():
     assert out.returncode == 0 and "answer: " in out.stdout, out.stderr
     healthy_grpo = diagnose(str(DATA / "trl" / "checkpoint-6" / "trainer_state.json"))
     assert healthy_grpo.returncode == 0 and "answer: " in healthy_grpo.stdout, healthy_grpo.stderr
+
+
+#: the keys docs/diagnose.md lists for output=json
+JSON_KEYS = {"answer", "kind", "probability", "class", "class_probability", "settings_to_check", "anomalous", "threshold",
+             "healthy_weight", "unknown_threshold", "min_steps", "cannot_show", "unlike_training", "evidence",
+             "probabilities", "model_probabilities", "ranking", "expected_signature", "fired", "profile", "algo", "view",
+             "n_steps", "notes", "reference"}
+
+
+def test_the_json_answer_holds_every_key_docs_diagnose_lists():
+    """``output=json``: every key the page lists; ``reference`` is null without reference=PATH and the comparison
+    (configuration differences, metrics, the nearest faults) with it."""
+    pair = DATA / "cleanrl_pair"
+    alone = diagnosed_in_process(f"log={pair / 'shared_policy'}", f"results_dir={ROOT / 'results'}")
+    assert JSON_KEYS <= set(alone), sorted(JSON_KEYS - set(alone))
+    assert alone["reference"] is None and alone["n_steps"] == 100 and alone["min_steps"] == MIN_ROWS
+    assert alone["healthy_weight"] >= 1 and alone["unknown_threshold"] == pytest.approx(0.35)
+    against = diagnosed_in_process(f"log={pair / 'shared_policy'}", f"reference={pair / 'healthy'}",
+                                   f"results_dir={ROOT / 'results'}")
+    assert {"config_differences", "metrics", "ranking"} <= set(against["reference"])
+    assert {k: v for k, v in against.items() if k != "reference"} == {k: v for k, v in alone.items() if k != "reference"}
+
+
+def test_runs_that_do_not_learn_never_train_the_model(diverse_model):
+    """Healthy runs whose configuration does not learn are labelled not_learning (inert faults: inert): no model
+    has such a class, and none of them is among the runs the models were fitted on (that they are never scored:
+    test_model_card_and_scores_come_from_held_out_runs)."""
+    runs = pd.read_parquet(diverse_model / "dataset" / "runs.parquet")
+    unlabelled = set(runs.loc[runs["label"].isin(UNLABELLED), "run_id"])
+    assert unlabelled, "the diverse fixture has runs that do not learn"
+    models = load_models(model_path(diverse_model / "catalogue"))
+    for key, model in models.items():
+        assert not set(model.info["run_ids"]) & unlabelled, key
+        assert not set(model.info["classes"]) & set(UNLABELLED), key
+
+
+def test_the_healthy_weight_lets_95_percent_of_healthy_training_logs_through():
+    """docs/diagnose.md: the healthy-looking classes' odds are raised by a weight fitted so that 95% of the
+    model's out-of-fold healthy logs come out healthy: t / (1 - t) for the 95% quantile t of their P(anomalous),
+    t kept within [0.5, 0.95]; the fitted models carry that weight."""
+    from harness.analysis.model import threshold_for
+
+    scores = np.linspace(0.0, 0.8, 1001)
+    assert threshold_for(scores) == pytest.approx(np.quantile(scores, 0.95)) == pytest.approx(0.76)
+    assert threshold_for(scores * 0.1) == 0.5 and threshold_for(0.98 + scores * 0.02) == 0.95
+    assert threshold_for(np.array([])) == 0.5
+    for key, model in load_models(model_path(CATALOGUE)).items():
+        t = model.anomaly_threshold
+        assert 0.5 <= t <= 0.95 and model.healthy_weight == pytest.approx(t / (1 - t)), key
+
+
+def test_the_model_learns_from_three_prefixes_of_each_run(diverse_model):
+    """docs/diagnose.md: the model is fitted on features of 3 prefixes of each run (30%, 60% and 100% of its
+    updates), in every framework view of its algorithm."""
+    examples = pd.read_parquet(diverse_model / "catalogue" / "model" / "examples.parquet", columns=["run_id", "prefix",
+                                                                                                  "view", "algo"])
+    assert sorted(examples["prefix"].unique()) == [0.3, 0.6, 1.0]
+    assert (examples.groupby(["run_id", "view"])["prefix"].nunique() == 3).all()
+    assert set(examples.loc[examples["algo"] == "ppo", "view"]) == set(VIEWS["ppo"])
+
+
+def test_logs_too_short_to_judge_never_train_the_model(diverse_model):
+    """docs/diagnose.md: logs shorter than the 5 steps diagnose judges (a run dead at its first update) neither
+    train the model nor measure the evidence rates: a healthy run the fixture's model was fitted on, its logs
+    made 3 steps long, is left out of the refit."""
+    from harness.analysis.model import fit
+
+    examples = pd.read_parquet(diverse_model / "catalogue" / "model" / "examples.parquet")
+    fitted = load_models(model_path(diverse_model / "catalogue"))[("ppo", "canonical")]
+    mine = (examples["algo"] == "ppo") & (examples["view"] == "canonical")
+    rid = next(r for r in examples.loc[mine & (examples["label"] == HEALTHY), "run_id"] if r in fitted.info["run_ids"])
+    short = examples.assign(n_rows=examples["n_rows"].where(examples["run_id"] != rid, MIN_ROWS - 2))
+    refit = fit(short, "ppo", "canonical")
+    assert rid not in refit.info["run_ids"]
+    assert set(refit.info["run_ids"]) == set(fitted.info["run_ids"]) - {rid}
+
+
+def test_the_catalogue_s_held_out_seeds_and_trl_backend_runs_never_train_the_model():
+    """docs/diagnose.md: the catalogue runs that train the model beside the diverse runs are its calibration (even)
+    seeds; its held-out (odd) seeds and the TRL-backend runs (whose TRL logs are a test set) never do."""
+    from harness.analysis.runs import RunSet
+    from harness.catalogue.protocol import extra_training_runs
+
+    runs = pd.DataFrame([{"run_id": f"{origin}-{backend}-s{seed}", "origin": origin, "backend": backend, "seed": seed}
+                         for origin in ("catalogue", "diverse") for backend in ("native", "trl") for seed in (0, 1)])
+    assert extra_training_runs(RunSet(runs=runs, metas={}, metrics={})) == ["catalogue-native-s0"]
+
+
+def test_model_kind_extratrees_fits_platt_scaled_trees_the_diagnosis_answers_with(diverse_model):
+    """docs/diagnose.md: ``model_kind=extratrees`` fits extremely randomised trees, Platt-scaled on cross-validation
+    folds, and diagnoses as the logistic model does (``boosting``, the same path with gradient-boosted trees, costs
+    about 23 CPU-s on these examples: not in the fast tier)."""
+    from sklearn.calibration import CalibratedClassifierCV
+    from sklearn.ensemble import ExtraTreesClassifier
+
+    from harness.analysis.examples import evidence_frame
+    from harness.analysis.model import fit
+
+    examples = pd.read_parquet(diverse_model / "catalogue" / "model" / "examples.parquet")
+    model = fit(examples, "ppo", "canonical", kind="extratrees")
+    assert isinstance(model.estimator, CalibratedClassifierCV) and model.estimator.method == "sigmoid"
+    assert isinstance(model.estimator.estimator[-1], ExtraTreesClassifier)
+    row = examples[(examples["algo"] == "ppo") & (examples["view"] == "canonical") & (examples["prefix"] == 1.0)].head(1)
+    (answer,) = model.diagnose(row, evidence_frame(row), row["n_rows"].to_numpy())
+    assert sum(answer.probabilities.values()) == pytest.approx(1.0) and answer.answer

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from harness.config import ConfigError
@@ -377,3 +378,96 @@ def test_watch_takes_a_detector_by_name_or_class_path():
     assert result.returncode == 2 and "detector._target_='nope.Nope' cannot be imported" in result.stderr
     result = run_command("harness.watch", f"log={run}", "idle=0.01", "interval=0.01", "detector=ptt")
     assert result.returncode == 0 and "PostTrainingToolkitDetector" in result.stdout, result.stderr
+
+
+def test_the_options_default_as_docs_monitor_says():
+    """The options table: stop_on None, emit print, budget 0.03, patience 2, warmup 25, hold 10, recent 10,
+    results_dir "results" with no model file given, no detector; the three adapters pass the same keywords on."""
+    import inspect
+
+    from harness.monitor.sb3 import HarnessMonitor
+    from harness.monitor.tensorboard import MonitoredSummaryWriter
+    from harness.monitor.trl import HarnessTrainerCallback
+
+    defaults = {k: p.default for k, p in inspect.signature(Monitor).parameters.items() if k not in ("profile", "algo",
+                                                                                                       "config")}
+    assert defaults == {"stop_on": None, "emit": print, "budget": 0.03, "patience": 2, "warmup": 25, "hold": 10,
+                        "recent": 10, "results_dir": "results", "model": None, "detector": None}
+    for adapter in (HarnessMonitor, HarnessTrainerCallback, MonitoredSummaryWriter):
+        params = inspect.signature(adapter).parameters
+        assert params["stop_on"].default is None and params["emit"].default is print, adapter
+    writer = inspect.signature(MonitoredSummaryWriter).parameters
+    assert "monitor" in writer and "budget" not in writer           # the other options go in monitor={...}
+
+
+def test_checks_keep_within_their_share_of_the_wall_time():
+    """``budget``: a check is skipped while the time spent in checks exceeds that share of the wall time since
+    the first row, and runs again once the time since has grown (SB3's rows, logged as fast as they come)."""
+    rows = pd.read_csv(DATA / "sb3_interval5" / "progress.csv").to_dict("records")
+    monitor = Monitor("sb3", emit=None, budget=0.5)
+    for i, row in enumerate(rows[:10]):
+        monitor.log(i, row)
+    checks = monitor.checks                      # the first row's check; the rest came faster than it took
+    assert 1 <= checks <= 3 and monitor.spent > 0, checks
+    time.sleep(monitor.spent / 0.5 + 0.05)
+    monitor.log(10, rows[10])
+    assert monitor.checks == checks + 1
+
+
+def test_the_trl_callback_attached_first_hands_its_values_to_the_reporting_callbacks():
+    """``HarnessTrainerCallback.attach`` puts the monitor before the trainer's reporting callbacks, so each logged
+    entry reaches them (TensorBoard, W&B: here a callback recording what it is handed, in transformers' own
+    CallbackHandler) with the monitor's harness/p_anomalous, harness/threshold and harness/alarms in it (the entries
+    of a real GRPOTrainer's trainer_state.json, logged again)."""
+    import json
+    from types import SimpleNamespace
+
+    pytest.importorskip("trl")
+    from transformers import TrainerCallback, TrainerControl, TrainerState
+    from transformers.trainer_callback import CallbackHandler
+
+    from harness.monitor.trl import HarnessTrainerCallback
+
+    class Reporter(TrainerCallback):
+        def __init__(self):
+            self.logs = []
+
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            self.logs.append(dict(logs))
+
+    reporter = Reporter()
+    handler = CallbackHandler([reporter], model=None, processing_class=None, optimizer=None, lr_scheduler=None)
+    callback = HarnessTrainerCallback.attach(SimpleNamespace(callback_handler=handler), emit=None)
+    assert handler.callbacks[0] is callback
+    state, control = TrainerState(), TrainerControl()
+    history = json.loads((DATA / "trl" / "checkpoint-6" / "trainer_state.json").read_text())["log_history"]
+    for entry in history:
+        state.global_step = entry.get("step", state.global_step)
+        handler.on_log(None, state, control, logs={k: v for k, v in entry.items() if k != "step"})
+    assert callback.monitor.checks >= 1 and len(reporter.logs) == len(history)
+    assert all({"harness/p_anomalous", "harness/threshold", "harness/alarms"} <= set(logs) for logs in reporter.logs)
+
+
+def test_watch_reads_every_5_seconds_until_10_idle_minutes_by_default():
+    """docs/design.md: ``python -m harness.watch log=PATH [interval=5] [idle=600] [output=text|json]`` with the
+    dialect detected (profile=auto), as diagnose does."""
+    from hydra import compose, initialize_config_dir
+
+    from harness.config import CONF_DIR
+
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
+        cfg = compose("watch", ["log=x"], return_hydra_config=True)
+    assert (cfg.interval, cfg.idle, cfg.output) == (5.0, 600.0, "text")
+    assert cfg.hydra.runtime.choices.profile == "auto"
+
+
+def test_stop_on_unknown_stops_at_an_anomalous_answer_of_no_known_cause_only():
+    """``stop_on``: a fault's name, ``unknown`` (an answer "anomalous, cause unknown") or ``any`` alarm."""
+    from harness.analysis.model import UNKNOWN
+
+    for stop_on, answers, stops in (("unknown", ["tiny_clip"], False), ("unknown", [UNKNOWN], True),
+                                    ("any", ["tiny_clip"], True)):
+        policy = AlarmPolicy(patience=1, stop_on=stop_on, warmup=0, hold=1)
+        for row, name in enumerate(answers, 1):
+            assert policy.see(_answer(name, "unknown" if name == UNKNOWN else "fault"), row, row) is not None
+        assert policy.should_stop == stops, (stop_on, answers)

@@ -4,6 +4,7 @@ configuration a fault cannot exist in, ends in one line naming why, before anyth
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, fields
 
 import pytest
@@ -253,3 +254,65 @@ def test_onset_beyond_the_run_is_refused_before_training(store_dir):
 
     with pytest.raises(ConfigError, match="is beyond the run"):
         train(["fault=shared_policy", "fault.onset=1000", f"results_dir={store_dir}", *SHORT])
+
+
+# ---- the counts and names the pages state (README.md, docs/*.md) --------------------------------------------
+
+def _registry() -> dict[str, int]:
+    faults = {n: c for n, c in FAULTS.items() if n != "none"}
+    ppo = [n for n, c in faults.items() if "ppo" in c.algos]
+    grpo = [n for n, c in faults.items() if "grpo" in c.algos]
+    return {"faults": len(faults), "ppo": len(ppo), "sb3": sum("sb3" in faults[n].backends for n in ppo),
+            "grpo": len(grpo), "trl": sum("trl" in faults[n].backends for n in grpo),
+            "grpo_not_trl": sum("trl" not in faults[n].backends for n in grpo),
+            **{f"form {form}": sum(c.form == form for c in faults.values())
+               for form in ("misconfigured", "overridden", "code bug")},
+            "also overridden": sum(c.form == "misconfigured" and "overridden" in c.forms() for c in faults.values()),
+            "signatures": len(SIGNATURES)}
+
+
+#: (page, a pattern whose groups are counts, what each group counts)
+COUNTS = [
+    ("README.md", r"the (\d+) faults, their forms", ["faults"]),
+    ("docs/index.md", r"the (\d+) faults, their forms", ["faults"]),
+    ("docs/faults.md", r"(\d+) faults \(`python -c", ["faults"]),
+    ("docs/faults.md", r"(\d+) apply to PPO \((\d+) of them also run inside stable-baselines3's own PPO\), (\d+) to "
+                       r"GRPO \((\d+) of them also run inside TRL", ["ppo", "sb3", "grpo", "trl"]),
+    ("docs/faults.md", r"`misconfigured` \((\d+)\)", ["form misconfigured"]),
+    ("docs/faults.md", r"`overridden` \((\d+)\)", ["form overridden"]),
+    ("docs/faults.md", r"`code bug` \((\d+)\)", ["form code bug"]),
+    ("docs/faults.md", r"seven misconfigured faults also take", []),
+    ("docs/faults.md", r"(\d+) in\s+`harness.analysis.signatures.SIGNATURES`", ["signatures"]),
+    ("docs/backends.md", r"(\d+) of the (\d+) PPO faults run on SB3", ["sb3", "ppo"]),
+    ("docs/backends.md", r"(\d+) of the (\d+) GRPO faults run in TRL; the other (\d+)", ["trl", "grpo", "grpo_not_trl"]),
+    ("docs/walkthrough.md", r"(\d+) of the (\d+) PPO faults run on SB3", ["sb3", "ppo"]),
+    ("docs/walkthrough.md", r"(\d+) of the (\d+) GRPO faults run in TRL; the other (\d+)", ["trl", "grpo", "grpo_not_trl"]),
+]
+
+
+@pytest.mark.parametrize("page, pattern, counted", [
+    pytest.param(page, pattern, counted, id=f"{page}:{'+'.join(counted) or 'seven'}")
+    for page, pattern, counted in COUNTS])
+def test_the_counts_a_page_states_are_the_registrys(page, pattern, counted):
+    text = " ".join((ROOT / page).read_text().split())
+    m = re.search(pattern, text)
+    assert m, f"{page} no longer says {pattern!r}"
+    registry = _registry()
+    if not counted:                                      # "seven misconfigured faults also take fault.form=overridden"
+        assert registry["also overridden"] == 7
+    assert {name: int(n) for name, n in zip(counted, m.groups())} == {name: registry[name] for name in counted}
+
+
+def test_the_faults_and_signatures_a_page_names_are_the_registrys():
+    """docs/faults.md names the two telemetry faults, the five whose provenance is synthetic, the faults met in
+    another form than their default, and signatures of harness.analysis.signatures."""
+    faults = {n: c for n, c in FAULTS.items() if n != "none"}
+    assert sorted(n for n, c in faults.items() if c.kind == "telemetry") == ["clipfrac_denominator_wrong", "metric_constant"]
+    assert sorted(n for n, c in faults.items() if c.provenance.startswith("synthetic")) == [
+        "adv_sign_flip", "obs_norm_frozen", "reference_not_frozen", "target_kl_too_strict", "vf_coef_too_large"]
+    for name in ("entropy_sign_flip", "kl_gradient_biased"):
+        assert faults[name].form == "code bug" and "misconfigured" in faults[name].forms(), name
+    assert faults["vf_clip_unscaled"].form == "misconfigured" and "code bug" in faults["vf_clip_unscaled"].forms()
+    text = (ROOT / "docs" / "faults.md").read_text().split("## Signatures", 1)[1]
+    named = set(re.findall(r"`([a-z_0-9]+)`", text)) - {"harness"}
+    assert named and named <= set(SIGNATURES), sorted(named - set(SIGNATURES))

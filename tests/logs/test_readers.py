@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -409,3 +410,146 @@ def test_an_sb3_monitor_file_is_named_as_such_and_never_taken_for_a_run(tmp_path
     shutil.copy(DATA / "sb3" / "progress.csv", tmp_path / "mon" / "progress.csv")
     raw = read(tmp_path / "mon")
     assert raw.source.startswith(f"CSV {tmp_path / 'mon' / 'progress.csv'}") and not raw.notes
+
+
+# ---- what docs/diagnose.md and docs/metric-names.md say is read -----------------------------------------
+
+def test_wandb_json_lines_and_a_wandb_config_beside_them_are_read(tmp_path):
+    """The rows of ``run.scan_history()`` as JSON lines (W&B's ``_step``, ``_runtime``, ``_timestamp``, TRL's
+    ``train/`` prefix, a key absent where it was not logged) read as the same metrics as the CSV export; a W&B
+    run's ``config.yaml`` beside them ({key: {value: ...}}) is read as the log's hyperparameters."""
+    state = load_log(DATA / "trl" / "checkpoint-6" / "trainer_state.json")
+    rows = json.loads((DATA / "trl" / "checkpoint-6" / "trainer_state.json").read_text())["log_history"]
+    with (tmp_path / "history.jsonl").open("w") as fh:
+        for i, r in enumerate(rows):
+            fh.write(json.dumps({"_step": i, "_runtime": 1.5 * i, "_timestamp": 1.7e9 + i, "train/global_step": r["step"],
+                                 **{f"train/{k}": v for k, v in r.items() if k != "step"}}) + "\n")
+    (tmp_path / "config.yaml").write_text("_wandb:\n  value:\n    cli_version: 0.19.1\nlearning_rate:\n  desc: null\n"
+                                          "  value: 1.0e-06\nnum_generations:\n  value: 4\nbeta:\n  value: 0.04\n")
+    log = load_log(tmp_path / "history.jsonl")
+    assert log.profile == "trl" and log.detected
+    pd.testing.assert_frame_equal(log.metrics, state.metrics)
+    assert {k: log.config[k] for k in ("lr", "group_size", "beta")} == {"lr": 1e-6, "group_size": 4, "beta": 0.04}
+
+
+def test_an_output_dir_is_read_at_its_latest_checkpoint(tmp_path):
+    """TRL's output_dir holds a checkpoint-N per save: diagnose reads the latest (checkpoint-10 after
+    checkpoint-9, by number), whose trainer_state.json holds the whole log so far."""
+    source = json.loads((DATA / "trl" / "checkpoint-6" / "trainer_state.json").read_text())
+    for n, keep in ((9, 2), (10, len(source["log_history"]))):
+        (tmp_path / f"checkpoint-{n}").mkdir()
+        state = {**source, "log_history": source["log_history"][:keep]}
+        (tmp_path / f"checkpoint-{n}" / "trainer_state.json").write_text(json.dumps(state))
+    full = load_log(DATA / "trl" / "checkpoint-6" / "trainer_state.json")
+    assert load_log(tmp_path).metrics.equals(full.metrics) and len(full.metrics) == 6
+
+
+def _names_log(keys: list[str]) -> pd.DataFrame:
+    return pd.DataFrame([(u, float(u + 1), k, 0.1 * (u + 1)) for u in range(10) for k in keys],
+                        columns=["row", "step", "key", "value"])
+
+
+@pytest.mark.parametrize("keys, whose", [
+    (["train/loss", "rollout/exploration_rate", "rollout/ep_rew_mean", "train/learning_rate"], "stable-baselines3's DQN"),
+    (["train/actor_loss", "train/critic_loss", "train/ent_coef", "rollout/ep_rew_mean"], "stable-baselines3's SAC, TD3"),
+    (["losses/qf1_loss", "losses/actor_loss", "losses/alpha", "charts/episodic_return"], "CleanRL's sac_continuous"),
+    (["loss", "learning_rate", "rewards/chosen", "rewards/rejected", "rewards/margins", "logps/chosen", "kl"],
+     "TRL's DPOTrainer or KTOTrainer"),
+    (["loss", "grad_norm", "learning_rate", "mean_reward", "margin", "accuracy"], "TRL's RewardTrainer"),
+])
+def test_a_log_of_another_algorithm_of_the_framework_is_refused(keys, whose):
+    """docs/diagnose.md: SB3's DQN, SAC, TD3 or DDPG, CleanRL's dqn.py or sac_continuous_action.py, TRL's
+    KTOTrainer or RewardTrainer (the names each profile lists under ``other_algos``) are refused in one line
+    naming whose log it is (SB3's A2C, CleanRL's dqn.py and TRL's SFT and DPO trainers: test_diagnose.py)."""
+    from harness.logs.canonical import AnotherAlgorithm
+
+    with pytest.raises(AnotherAlgorithm, match=f"^the log looks like {re.escape(whose)}") as info:
+        to_canonical(_names_log(keys), "auto")
+    assert "\n" not in str(info.value)
+
+
+def test_trl_ppo_trainer_on_a_language_model_is_refused_and_algo_grpo_reads_it():
+    """TRL's PPOTrainer (a value model; val/num_eos_tokens and objective/rlhf_reward, names only a language
+    model's run logs) is refused like verl's PPO; ``algo=grpo`` reads the policy's metrics anyway."""
+    from harness.logs.canonical import OutOfScope
+
+    keys = ["loss/policy_avg", "loss/value_avg", "val/clipfrac_avg", "policy/approxkl_avg", "policy/clipfrac_avg",
+            "policy/entropy_avg", "objective/kl", "objective/rlhf_reward", "objective/scores", "val/num_eos_tokens",
+            "val/ratio", "lr", "eps", "episode"]
+    with pytest.raises(OutOfScope, match=r"^the log is TRL's PPO with a value model on a language model \(it logs "
+                                         r"loss/value_avg, objective/rlhf_reward\)"):
+        to_canonical(_names_log(keys), "auto")
+    assert to_canonical(_names_log(keys), "auto", algo="grpo").algo == "grpo"
+
+
+def _maps_to(profile, name: str) -> set[str]:
+    """The canonical metrics a profile reads the framework's ``name`` as (columns, episodic, counters, patterns)."""
+    out = set()
+    if name in profile.columns:
+        column = profile.columns[name]
+        out |= {column, *(profile.cumulative.get(column, [])[:1])}
+    out |= set(profile.episodic.get(name, {}).values())
+    for pattern, template in profile.patterns.items():
+        m = re.fullmatch(pattern, name)
+        if m:
+            out.add(template.format(*m.groups()))
+    return out
+
+
+def test_the_mapping_table_of_docs_metric_names_is_what_the_profiles_read():
+    """Each name docs/metric-names.md's mapping table gives for a canonical metric is read as that metric by the
+    framework's profile (harness/conf/profile/*.yaml), and a blank cell is a metric the profile reads from no name."""
+    import html
+
+    from harness.logs import load_profile
+
+    text = (ROOT / "docs" / "metric-names.md").read_text()
+    table = text.split("## The harness's mapping", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in table.splitlines() if line.startswith("| ") and not line.startswith("| canonical")]
+    profiles = [load_profile(name) for name in ("sb3", "cleanrl", "trl", "verl")]
+    checked = 0
+    for line in rows:
+        cells = [html.unescape(c).strip() for c in line.strip().strip("|").split("|")]
+        first, *rest = [c.strip() for c in cells[0].split(",")]
+        canonical = {first, *(first.rsplit("_", 1)[0] + c if c.startswith("_") else c for c in rest)}
+        canonical = {c.replace("<fn>", "correct") for c in canonical}
+        for profile, cell in zip(profiles, cells[1:]):
+            if not cell:
+                assert not any(_maps_to(profile, k) & canonical for k in [*profile.columns, *profile.episodic]), \
+                    (profile.name, canonical)
+                continue
+            for part in re.sub(r"\([^)]*\)", "", cell).split(";"):        # a remark in brackets is no name
+                words = part.replace(",", " ").split()
+                name = words[1] if words[0] == "from" else words[0]
+                name = name.replace("<fn>", "correct")
+                assert _maps_to(profile, name) & canonical, (profile.name, name, canonical)
+                checked += 1
+    assert checked >= 55                     # every name of the table (57 on 2026-12-02)
+
+
+#: the files each format writes (docs/datasets.md, "Export"): SB3's own progress.csv / progress.json, a W&B-style
+#: history with config.json beside it for the others, and each framework's native file (format=tensorboard:
+#: test_export_sb3_tensorboard_clip_fraction_and_diagnose_reads_it_back)
+EXPORTED = {("sb3", "csv"): ["progress.csv"], ("sb3", "jsonl"): ["progress.json"], ("sb3", "native"): ["progress.csv"],
+            ("cleanrl", "csv"): ["config.json", "history.csv"], ("cleanrl", "jsonl"): ["config.json", "history.jsonl"],
+            ("cleanrl", "native"): ["events.out.tfevents"], ("trl", "jsonl"): ["config.json", "history.jsonl"],
+            ("trl", "native"): ["checkpoint-N/trainer_state.json"], ("verl", "native"): ["console.log"]}
+
+
+def test_each_export_format_writes_the_files_the_framework_writes_and_labels_them_beside(runs, tmp_path):
+    """Each run goes to DIR/<opaque id>/ in the files of its format, and DIR/labels.json maps the opaque id to
+    its label (run id, fault, parameters and form, onset, seed, setup, status, control flag)."""
+    from harness.logs.exporter import export
+
+    for (profile, fmt), expected in EXPORTED.items():
+        store, rid = (runs.grpo_store, runs.grpo) if profile == "trl" else (runs.ppo_store, runs.ppo)
+        out = tmp_path / f"{profile}-{fmt}"
+        labels = export(store, rid, profile, fmt, out, warn=lambda _: None)
+        (oid,) = labels
+        assert oid == opaque_id(rid) and sorted(p.name for p in out.iterdir()) == sorted([oid, "labels.json"])
+        files = sorted(re.sub(r"tfevents\..*", "tfevents", re.sub(r"checkpoint-\d+", "checkpoint-N", f.split("/", 1)[1]))
+                       for f in labels[oid]["files"])
+        assert files == expected, (profile, fmt, files)
+        label = json.loads((out / "labels.json").read_text())[oid]
+        assert {"run_id", "fault", "fault_params", "fault_form", "onset_update", "seed", "setup", "status",
+                "is_control"} <= set(label) and label["run_id"] == rid

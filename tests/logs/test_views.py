@@ -5,6 +5,7 @@ cannot hold)."""
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import numpy as np
 import pandas as pd
@@ -171,3 +172,28 @@ def test_a_reward_wrapper_shows_in_the_logged_returns_when_the_monitor_is_inside
 def load_log_frame(raw, profile: str) -> pd.DataFrame:
     from harness.logs import to_canonical
     return to_canonical(raw, profile).metrics
+
+
+#: what each framework logs that the store cannot give exactly (harness.logs.views.NOT_DERIVABLE), as names
+LEFT_OUT = {"cleanrl": r"charts/SPS", "sb3": r"time/fps|time/time_elapsed|train/std",
+            "trl": r"completions/(min|max)_length|completions/.*terminated_length|clip_ratio/low_min|clip_ratio/high_max"
+                   r"|rewards/.*/std|num_tokens|step_time",
+            "verl": r"critic/(score|rewards|advantages|returns|values)/(max|min)|response_length/(max|min)"
+                    r"|actor/pg_clipfrac_lower|timing_s/.*|perf/.*"}
+
+
+def test_a_view_leaves_out_what_the_store_cannot_give_and_trl_logs_kl_only_with_a_kl_term(runs):
+    """docs/design.md, "Framework views": what a framework logs that the store cannot give exactly is left out
+    of its view, never approximated; TRL logs kl only when beta != 0; a view puts the episode monitor inside
+    the reward wrappers for half the runs, by run id."""
+    from harness.logs.views import monitor_inside, render
+
+    ppo, grpo = StoredRun.load(runs.ppo_store, runs.ppo), StoredRun.load(runs.grpo_store, runs.grpo)
+    for run, profile in ((ppo, "cleanrl"), (ppo, "sb3"), (ppo, "verl"), (grpo, "trl"), (grpo, "verl")):
+        keys = set(render(run, profile).records["key"])
+        assert keys and not [k for k in keys if re.fullmatch(LEFT_OUT[profile], k)], profile
+    assert grpo.hp()["beta"] == 0.04 and "kl" in set(render(grpo, "trl").records["key"])
+    grpo.meta["hyperparameters"]["effective"]["beta"] = 0.0           # the same run with no KL term
+    assert "kl" not in set(render(grpo, "trl").records["key"])
+    share = np.mean([monitor_inside(f"ppo-cartpole-native-zero_reward-s{i}-0123456789ab") for i in range(400)])
+    assert 0.4 < share < 0.6
