@@ -63,8 +63,8 @@ def test_a_fixture_holds_exactly_the_runs_of_its_plan(name, tiny_copy):
         f"{len(explicit) + swept}: {REMAKE}"
 
 
-#: what a build writes that says when or how long, not what
-VOLATILE = ("built", "seconds", "wall_s", "created")
+#: what a build writes that says when, by which commit or how long, not what
+VOLATILE = ("built", "code", "seconds", "wall_s", "created")
 
 
 def _stable(value):
