@@ -188,35 +188,6 @@ def test_parameters_are_validated(kwargs, message):
         FAULTS["tiny_clip"](**kwargs)
 
 
-def test_a_framework_refuses_a_hook_it_never_reaches():
-    """A fault acting on a hook the framework trainer lists neither as reachable nor as refused (a GRPO
-    sampler hook on SB3's PPO) is refused in one line, not run with the hook silently unapplied;
-    every registered fault on every framework backend it names lists only hooks that backend reaches."""
-    from dataclasses import dataclass
-
-    import pytest
-
-    from faults.base import Fault
-    from harness.agents import sb3, trl
-    from harness.config import ConfigError
-
-    @dataclass
-    class SamplerOnSB3(Fault):
-        name = "sampler_on_sb3"
-        description = provenance = "synthetic: a test"
-        algos, backends, expected = ("ppo",), ("sb3",), ("ratio_pinned",)
-
-        def sync_sampler(self, update: int, due: bool) -> bool:
-            return False
-
-    with pytest.raises(ConfigError, match="acts on sync_sampler, which SB3's trainer never reaches"):
-        sb3.SB3Trainer().check_expressible(SamplerOnSB3())
-    for cls in FAULTS.values():
-        for backend, trainer in (("sb3", sb3.SB3Trainer), ("trl", trl.TRLTrainer)):
-            if backend in cls.backends and not cls().refusal(backend):
-                trainer().check_expressible(cls())
-
-
 @pytest.mark.parametrize("overrides, message", [
     (["fault=wrong_gamma", "fault.gamma=1.0"], "fault.gamma=1.0 is out of range: must be >= 0 and < 1"),
     (["fault=gae_no_done_mask", "fault.ignores=all"], "fault.ignores='all'; valid choices: carry, both"),
