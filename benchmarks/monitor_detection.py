@@ -90,7 +90,12 @@ def rule_alarms(frame: Any, algo: str, config: dict[str, Any]) -> dict[str, list
 def score_log(model: Any, frame: Any, config: dict[str, Any], algo: str, fault: str, onset: int,
               group: str, space: dict[str, Any] | None = None) -> dict[str, Any]:
     """One log's alarms, by the monitor and each rule set, as rows relative to its onset."""
+    from harness.analysis import invariants
+    from harness.monitor.core import RECENT
+
     rec: dict[str, Any] = {"group": group, "fault": fault, "onset": onset, "rows": len(frame)}
+    decisive = invariants.decisive()      # does a decisive invariant break in the log (as the monitor reads it)?
+    rec["proven"] = any(b.invariant in decisive for b in invariants.broken(invariants.check(frame, config, (RECENT,))))
     mon = monitor_alarms(model, frame, config, space)
     rec["monitor"] = [(r, fault == "none" or fault in members) for r, _, members in mon]
     for name, hits in rule_alarms(frame, algo, config).items():
@@ -165,6 +170,8 @@ def pooled(records: list[dict[str, Any]], detectors: list[str]) -> list[dict[str
             if faulty:
                 row.update(after_onset(faulty, det),
                            before_onset=sum(alarmed_before_onset(r, det) for r in mid) / len(mid) if mid else None)
+                proven = [r for r in faulty if r.get("proven")]
+                row.update(proven=len(proven), delay_proven=after_onset(proven, det)["delay_detect"] if proven else None)
             if healthy:
                 row.update(false_alarms(healthy, det), healthy_rows=sum(r["rows"] for r in healthy))
             rows.append(row)
@@ -191,8 +198,8 @@ def markdown(meta: dict[str, Any], pooled_rows: list[dict[str, Any]], rows: list
         "Each log is read as the monitor would have seen it grow: at checkpoints (every row up to 80 rows, then a "
         "stride keeping 80), the monitor's answer (the diagnosis model of the log's view and its exact evidence, "
         "the last 10 rows read apart) goes through its alarm policy with the defaults of harness.monitor.core "
-        "(patience 2 checks; evidence-backed answers at once, model-only answers after 25 rows and 10 rows of "
-        "holding; one alarm per answer). The rule sets (`folk`, `config_aware`, `ptt`: post-training-toolkit's "
+        "(patience 2 checks; an answer a decisive broken invariant gives and evidence-backed answers at once, "
+        "model-only answers after 25 rows and 10 rows of holding; one alarm per answer). The rule sets (`folk`, `config_aware`, `ptt`: post-training-toolkit's "
         "heuristics reimplemented from its published rules, harness/detection/ptt.py) see every row; their "
         "alarms count as events like the monitor's (a row alarmed after one that was not, or naming another fault).",
         "",
@@ -203,20 +210,23 @@ def markdown(meta: dict[str, Any], pooled_rows: list[dict[str, Any]], rows: list
         "strongest alarm names); *delay*: median rows from the onset to that first alarm (rows are updates for "
         "native PPO/GRPO, CleanRL and SB3, optimizer steps for TRL); *before onset*: mid-run-onset logs alarmed on "
         "their healthy prefix; *false alarms*: alarms per 1000 rows of healthy logs, and the share of healthy logs "
-        "with any alarm. Rows that reach no log's onset count nothing.",
+        "with any alarm; *faulty logs breaking a decisive invariant*: those in which an invariant that rules out "
+        "healthy (harness.analysis.invariants.decisive) breaks, and the median delay to the first alarm on them "
+        "(a decisive break alarms at the first check that sees it). Rows that reach no log's onset count nothing.",
         "",
         "## Pooled per set of logs",
         "",
         "| logs | detector | faulty | detected | named | delay to detect | delay to name | before onset | healthy "
-        "| false alarms / 1000 rows | healthy logs alarmed |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| false alarms / 1000 rows | healthy logs alarmed | faulty logs breaking a decisive invariant | their delay to detect |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in pooled_rows:
         det = f"**{r['detector']}**" if r["detector"] == "monitor" else r["detector"]
         false = "-" if r.get("alarms_per_1000") is None else f"{r['alarms_per_1000']:.1f}"
         lines.append(f"| {r['group']} | {det} | {r['faulty']} | {_pct(r.get('detected'))} | {_pct(r.get('named'))} | "
                      f"{_num(r.get('delay_detect'))} | {_num(r.get('delay_named'))} | {_pct(r.get('before_onset'))} | "
-                     f"{r['healthy']} | {false} | {_pct(r.get('any_alarm'))} |")
+                     f"{r['healthy']} | {false} | {_pct(r.get('any_alarm'))} | {r.get('proven', '-')} | "
+                     f"{_num(r.get('delay_proven'))} |")
     lines += ["", "## Per fault", "",
               "Each cell: detected / named, median delay to name (rows after the onset); healthy rows: false alarms "
               "per 1000 rows, share of logs alarmed.", "",

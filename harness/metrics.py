@@ -114,3 +114,9 @@ EPISODE_METRICS: dict[str, str] = {
     "length": "episode length in steps",
 }
 EPISODE_COLUMNS = ("update", *EPISODE_METRICS)
+
+
+#: canonical metrics whose being logged as NaN or inf marks a diverged run (the ``nonfinite`` column of a
+#: log that has none of its own; a metric a row does not log is no value at all)
+WATCHED = ("loss", "policy_loss", "value_loss", "grad_norm", "approx_kl", "kl_k1", "entropy", "ratio_mean",
+           "ratio_max", "kl_ref", "adv_mean", "adv_std")

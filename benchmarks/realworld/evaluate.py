@@ -326,7 +326,8 @@ def skipped_dirs(root: Path) -> list[str]:
 # ---- one log: the diagnosis (a user's view) and the baselines -------------------------------------------
 DIAGNOSIS_FIELDS = ("answer", "kind", "class", "probability", "class_probability", "anomalous", "threshold",
                     "unknown_threshold", "cannot_show", "evidence", "settings_to_check", "fired", "profile",
-                    "detected", "algo", "view", "n_steps", "min_steps")
+                    "detected", "algo", "view", "n_steps", "min_steps", "basis", "fault_class", "invariants",
+                    "support", "ruled_out")
 
 
 def parse_answer(stdout: str) -> dict[str, Any]:

@@ -174,6 +174,14 @@ class Answer:
     n_rows: int = 0
     min_rows: int = MIN_ROWS
     unlike_training: dict[str, str] = field(default_factory=dict)   # quantity -> "above" / "below" every training log
+    # what the answer rests on (set by harness.detection.diagnosis.judge): "invariants" (a broken invariant
+    # decides), "model" (the classifier and the evidence, each named fault supported), "evidence" (off the
+    # model's training range: invariants and signatures alone, the model's ranking a hint)
+    basis: str = "model"
+    fault_class: str = ""                        # a class of harness.analysis.invariants.CLASSES, when answered
+    broken: tuple[dict[str, Any], ...] = ()      # broken invariants: name, class, steps, values, decisive
+    support: dict[str, tuple[str, ...]] = field(default_factory=dict)   # named fault -> what in the log shows it
+    ruled_out: tuple[str, ...] = ()              # faults whose readable expected signatures all stay silent
 
     @property
     def probability(self) -> float:
@@ -339,12 +347,20 @@ class DiagnosisModel:
                                                             if evidence.setting_key(c.removeprefix("ev:"))])
         return pd.concat([fixed, self.ranges.observe(rows)], axis=1)
 
-    def diagnose(self, rows: pd.DataFrame, observed: pd.DataFrame, n_rows: Sequence[int]) -> list[Answer]:
+    def diagnose(self, rows: pd.DataFrame, observed: pd.DataFrame, n_rows: Sequence[int],
+                 excluded: Iterable[str] = ()) -> list[Answer]:
         """Answers for feature rows, their observed evidence (``ev:`` columns of the fixed items; the
-        fitted ones are read from the rows) and their lengths."""
+        fitted ones are read from the rows) and their lengths. ``excluded``: classes the log rules out
+        (their probability goes to the rest, in proportion; all of them: none is excluded)."""
         model_probs = self.probabilities(rows)
         observed = self.observed(rows, observed)
         combined = evidence.combine_frame(model_probs, observed, self.rates)
+        drop = [c for c in combined.columns if c in set(excluded)]
+        if drop and len(drop) < combined.shape[1]:          # a model that knows no other class keeps them
+            kept = combined.drop(columns=drop)
+            total = kept.sum(axis=1).replace(0.0, np.nan)
+            combined = kept.div(total, axis=0).fillna(1.0 / max(1, kept.shape[1])).reindex(
+                columns=combined.columns, fill_value=0.0)
         fired = observed.to_dict("records")
         unlike = self.unlike_training(rows)
         records = rows.to_dict("records")

@@ -19,12 +19,14 @@ import hydra
 from omegaconf import DictConfig, OmegaConf
 
 from harness.analysis import evidence
+from harness.analysis.invariants import CLASSES
 from harness.analysis.model import load_models
 from harness.analysis.reference import Comparison
 from harness.commands.app import check_algorithm, renamed, run_app
 from harness.config import CONF_DIR, ConfigError, did_you_mean
 from harness.detection.diagnosis import (
     HEALTHY,
+    OUT_OF_RANGE,
     PACKAGED_MODEL,
     TOO_SHORT,
     UNKNOWN,
@@ -160,23 +162,45 @@ def describe(log: LoadedLog, cfg: DictConfig) -> list[str]:
     return lines
 
 
+def invariant_lines(r: Any) -> list[str]:
+    """The broken invariants, each with the steps where it breaks and whether it rules out healthy."""
+    lines = []
+    for b in r.broken:
+        why = ("decisive: no healthy run breaks it" if b["decisive"] else
+               "not decisive: its false alarms on healthy runs are not measured at <= 1% on every set")
+        lines.append(f"broken invariant: {b['line']} -> {CLASSES[b['class']].meaning} ({why})")
+    return lines
+
+
 def verdict(d: Diagnosis) -> list[str]:
     """The answer and the rule it follows from, in the numbers printed under it."""
     r = d.result
+    if r.basis == "invariants":
+        cls = CLASSES[r.fault_class]
+        return [f"answer: {cls.meaning} (a broken invariant decides: healthy is impossible"
+                + ("; the log is too short for the model, not for this" if r.n_rows < r.min_rows else "") + ")",
+                f"  candidate faults: {', '.join(r.members)}; most likely {r.answer}"
+                + (f" ({', '.join(r.support[r.answer])})" if r.support.get(r.answer) else " (by the model's ranking)"),
+                f"  check: {cls.check}"]
     if r.answer == TOO_SHORT:
         return [f"answer: too short to judge ({r.n_rows} training steps; the diagnosis needs >= {r.min_rows})"]
     rule = (f"P(anomalous) = {r.anomalous:.2f} (a fault this log can show) "
             f"{'<' if r.anomalous < r.threshold else '>='} {r.threshold:.2f}")
+    if r.basis == "evidence":
+        rule = ("formed from the invariants and signatures alone: " + (
+            f"the log lies outside the model's training range in {len(r.unlike_training)} quantities"
+            if len(r.unlike_training) >= OUT_OF_RANGE else "no fault the model ranks has support in this log")
+            + "; the model's ranking below is a hint")
     if r.answer == HEALTHY:
         lines = ["answer: healthy" + (", or a fault this log cannot show" if r.invisible else "")
-                 + f" (P = {r.probability:.2f}; {rule})"]
+                 + (f" (P = {r.probability:.2f}; {rule})" if r.basis == "model" else f" ({rule})")]
         top = next(iter(r.probabilities), HEALTHY)
-        if top != HEALTHY:        # a fault this log cannot show outranks healthy: named, never hidden
+        if top != HEALTHY and r.basis == "model":   # a fault this log cannot show outranks healthy: named
             lines.append(f"  most probable of them: {top} ({r.probabilities[top]:.2f}; healthy "
                          f"{r.probabilities.get(HEALTHY, 0.0):.2f}): this log cannot tell it from healthy, check for it")
     elif r.answer == UNKNOWN:
-        lines = [f"answer: anomalous, cause unknown ({rule}; no fault or class reaches "
-                 f"{r.unknown_threshold:.2f})"]
+        lines = [f"answer: anomalous, cause unknown ({rule}"
+                 + (f"; no fault or class reaches {r.unknown_threshold:.2f})" if r.basis == "model" else ")")]
     elif r.kind == "class":
         lines = [f"answer: one of {', '.join(r.members)} (P = {r.class_probability:.2f}: this log cannot tell "
                  f"them apart; {rule}); most likely {r.answer} ({r.probability:.2f})",
@@ -185,6 +209,8 @@ def verdict(d: Diagnosis) -> list[str]:
         lines = [f"answer: {r.answer} (P = {r.probability:.2f}; {rule})"]
         if r.settings:
             lines.append("  settings to check: " + "; ".join(r.settings))
+    for fault, why in r.support.items():
+        lines.append(f"  {fault} is supported by: {'; '.join(why)}")
     if r.unlike_training:
         lines.append("unlike every training log of this view in: " + ", ".join(
             f"{name} ({side})" for name, side in r.unlike_training.items())
@@ -196,25 +222,31 @@ def verdict(d: Diagnosis) -> list[str]:
 
 
 def report(d: Diagnosis, top: int) -> list[str]:
+    """Top-down, as an argument: broken invariants and fired signatures, the answer they support and
+    what to check, the exact evidence, then the model and its probabilities."""
     card = d.model.info
     oos = card.get("out_of_sample") or {}
     r = d.result
-    lines = ["", *verdict(d),
-             f"model: {d.model.algo} in the {d.view} view, fitted on {card.get('n_runs', '?')} of the "
-             f"harness's training runs" + (
-                 f"; out of sample (held-out runs): healthy called healthy {oos['healthy_called_healthy']:.0%}, "
-                 f"faulty called anomalous {oos['tpr']:.0%}, top-1 {oos['top1']:.0%}, class-level "
-                 f"{oos['class_level']:.0%}" if oos else "")]
+    lines = ["", *invariant_lines(r),
+             "signatures that fire in this log (default thresholds): "
+             + (", ".join(f"{n} ({res.evidence})" for n, res in d.fired.items()) or "none"),
+             *verdict(d)]
+    if r.ruled_out:
+        lines.append("ruled out (every expected signature this log can read stays silent, nothing else shows "
+                     "them): " + ", ".join(r.ruled_out))
     lines += [evidence.report_line(name, ev) for name, ev in r.evidence.items()]
+    lines.append(f"model: {d.model.algo} in the {d.view} view, fitted on {card.get('n_runs', '?')} of the "
+                 f"harness's training runs" + (
+                     f"; out of sample (held-out runs): healthy called healthy {oos['healthy_called_healthy']:.0%}, "
+                     f"faulty called anomalous {oos['tpr']:.0%}, top-1 {oos['top1']:.0%}, class-level "
+                     f"{oos['class_level']:.0%}" if oos else ""))
     lines.append(f"probabilities (after the evidence and the prior: healthy-looking classes x{r.healthy_weight:.2f}; "
-                 "the model's own in brackets):")
+                 "the model's own in brackets" + ("; a hint only" if r.basis != "model" else "") + "):")
     lines += [f"  {name:28s} {p:6.3f}  ({r.model_probabilities.get(name, float('nan')):.3f})"
               for name, p in list(r.probabilities.items())[:top]]
     if d.expected:
         lines.append(f"{r.answer}'s expected signature in this log:")
         lines += [f"  - {name}: {what}" for name, what in d.expected.items()]
-    lines.append("signatures that fire in this log (default thresholds): "
-                 + (", ".join(f"{n} ({res.evidence})" for n, res in d.fired.items()) or "none"))
     return lines
 
 
@@ -273,7 +305,10 @@ def as_json(cfg: DictConfig, log: LoadedLog, d: Diagnosis) -> dict[str, Any]:
             "class": list(r.members), "class_probability": r.class_probability, "settings_to_check": list(r.settings),
             "anomalous": r.anomalous, "threshold": r.threshold, "healthy_weight": r.healthy_weight, "unknown_threshold": r.unknown_threshold,
             "min_steps": r.min_rows, "cannot_show": list(r.invisible), "unlike_training": r.unlike_training,
-            "evidence": r.evidence,
+            "evidence": r.evidence, "basis": r.basis, "fault_class": r.fault_class or None,
+            "class_meaning": CLASSES[r.fault_class].meaning if r.fault_class else None,
+            "invariants": [{k: v for k, v in b.items() if k != "line"} for b in r.broken],
+            "support": {k: list(v) for k, v in r.support.items()}, "ruled_out": list(r.ruled_out),
             "probabilities": r.probabilities, "model_probabilities": r.model_probabilities, "ranking": ranking,
             "expected_signature": d.expected, "fired": {n: res.evidence for n, res in d.fired.items()},
             "notes": list(log.notes),

@@ -13,17 +13,17 @@ expected signature is among them.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from faults import FAULTS
-from harness.analysis import evidence, signatures
+from harness.analysis import evidence, invariants, signatures
 from harness.analysis.examples import VIEWS
 from harness.analysis.features import features
-from harness.analysis.model import HEALTHY, TOO_SHORT, UNKNOWN, Answer, DiagnosisModel, load_models
+from harness.analysis.model import HEALTHY, TOO_SHORT, UNKNOWN, Answer, DiagnosisModel, load_models, shows
 from harness.analysis.reference import Comparison, compare
 from harness.config import ConfigError
 from harness.logs import LoadedLog, load_log
@@ -81,28 +81,39 @@ def compare_logs(log: LoadedLog, reference: LoadedLog, model_file: Path) -> Comp
                    reference.config)
 
 
-def context(log: LoadedLog, n_actions: int | None = None, optimizer_steps: int | None = None) -> dict[str, Any]:
+def frame_context(algo: str, config: dict[str, Any], profile: str = "canonical", n_actions: int | None = None,
+                  optimizer_steps: int | None = None) -> dict[str, Any]:
     """What the signatures may know besides the metrics: the algorithm, the action-space size and the
-    configured optimizer steps per update (given, or from the log's hyperparameters when it has them)."""
-    meta: dict[str, Any] = {"algo": log.algo, "configured": dict(log.config)}
+    configured optimizer steps per update (given, or from the hyperparameters when they have them)."""
+    meta: dict[str, Any] = {"algo": algo, "configured": dict(config)}
     if n_actions:
         meta["action_space"] = {"type": "discrete", "n": int(n_actions)}
-    epochs = log.config.get("n_epochs", log.config.get("num_iterations"))
-    if not optimizer_steps and epochs and log.config.get("n_minibatches") and log.profile != "trl":
-        optimizer_steps = int(epochs) * int(log.config["n_minibatches"])
+    epochs = config.get("n_epochs", config.get("num_iterations"))
+    if not optimizer_steps and epochs and config.get("n_minibatches") and profile != "trl":
+        optimizer_steps = int(epochs) * int(config["n_minibatches"])
     if optimizer_steps:
         meta["configured_optimizer_steps"] = int(optimizer_steps)
     return meta
 
 
-def log_signatures(log: LoadedLog, meta: dict[str, Any]) -> dict[str, signatures.Result]:
-    """The signatures this log can show (those whose metric it has), at their default thresholds."""
+def context(log: LoadedLog, n_actions: int | None = None, optimizer_steps: int | None = None) -> dict[str, Any]:
+    """:func:`frame_context` of a log."""
+    return frame_context(log.algo, dict(log.config), log.profile, n_actions, optimizer_steps)
+
+
+def frame_signatures(frame: pd.DataFrame, meta: dict[str, Any]) -> dict[str, signatures.Result]:
+    """The signatures a canonical frame can show (those whose metric it has), at their default thresholds."""
     readable = [name for name, sig in signatures.SIGNATURES.items()
-                if sig.metric in log.metrics and log.metrics[sig.metric].notna().any()]
+                if sig.metric in frame and frame[sig.metric].notna().any()]
     if "configured_optimizer_steps" not in meta and "optimizer_steps_short" in readable:
         readable.remove("optimizer_steps_short")
-    rows = log.metrics if "nonfinite" in log.metrics else log.metrics.assign(nonfinite=0.0)
+    rows = frame if "nonfinite" in frame else frame.assign(nonfinite=0.0)
     return signatures.evaluate(rows, meta, onset=0, names=readable)
+
+
+def log_signatures(log: LoadedLog, meta: dict[str, Any]) -> dict[str, signatures.Result]:
+    """The signatures this log can show (those whose metric it has), at their default thresholds."""
+    return frame_signatures(log.metrics, meta)
 
 
 def expected_status(res: signatures.Result | None) -> str:
@@ -154,9 +165,15 @@ def pick_model(models: dict[tuple[str, str], DiagnosisModel], algo: str, profile
                       f"{', '.join(sorted({a for a, _ in models}))}); rebuild it with python -m harness.catalogue")
 
 
-def answer_frame(model: DiagnosisModel, frame: pd.DataFrame, config: dict[str, Any],
-                 space: dict[str, Any] | None = None, recent: int | None = None) -> Answer:
-    """The model's answer on a canonical frame (a log, or the updates a monitor has seen so far).
+#: a log with at least this many quantities outside every training log of its view lies outside the
+#: model's training range: the answer is formed from invariants and signatures alone
+OUT_OF_RANGE = 10
+
+
+def model_answer(model: DiagnosisModel, frame: pd.DataFrame, config: dict[str, Any],
+                 space: dict[str, Any] | None = None, recent: int | None = None,
+                 excluded: tuple[str, ...] = ()) -> Answer:
+    """The model's own answer on a canonical frame (a log, or the updates a monitor has seen so far).
     ``recent``: the exact evidence is also read on the last ``recent`` rows alone (an item fires when
     it fires on either), so a bug that began mid-run shows once it has held for that many rows."""
     row = pd.DataFrame([features(frame, CANONICAL, model.algo, config, space, model.view)])
@@ -165,7 +182,87 @@ def answer_frame(model: DiagnosisModel, frame: pd.DataFrame, config: dict[str, A
         tail = evidence.observe(frame.iloc[-recent:], config, model.view)
         observed = {k: (True if tail[k] else v) for k, v in observed.items()}
     ev = pd.DataFrame([{f"ev:{k}": (float("nan") if v is None else float(v)) for k, v in observed.items()}])
-    return model.diagnose(row, ev, [len(frame)])[0]
+    return model.diagnose(row, ev, [len(frame)], excluded)[0]
+
+
+def _supports(model: DiagnosisModel, fault: str, sigs: dict[str, signatures.Result], breaks: list[invariants.Break],
+              fired_evidence: dict[str, Any]) -> tuple[str, ...]:
+    """What in the log shows ``fault``: its expected signatures that fire, broken invariants of a class it
+    belongs to, evidence items that fired and raise its odds against healthy (measured rates)."""
+    out = [f"{name} fires ({sigs[name].evidence})" for name in FAULTS[fault].expected
+           if name in sigs and sigs[name].fired]
+    out += [f"invariant {b.invariant} broken ({invariants.CLASSES[b.fault_class].meaning})" for b in breaks
+            if fault in invariants.CLASSES[b.fault_class].candidates]
+    out += [f"evidence {name}" for name in fired_evidence if fault in shows(model.rates.get(name, {}), [fault])]
+    return tuple(out)
+
+
+def _silent(fault: str, sigs: dict[str, signatures.Result]) -> bool:
+    """Every expected signature of ``fault`` that this log can read stays silent (and it has one)."""
+    readable = [sigs[n] for n in FAULTS[fault].expected if n in sigs and sigs[n].evaluable]
+    return bool(readable) and not any(r.fired for r in readable)
+
+
+def _class_answer(base: Answer, fault_class: str, sigs: dict[str, signatures.Result]) -> Answer:
+    """The answer a decisive broken invariant gives: its class, the candidate the log supports most
+    (an expected signature fired; then the model's probability) named as most likely."""
+    cls = invariants.CLASSES[fault_class]
+    members = tuple(f for f in cls.candidates if f in FAULTS)
+    def rank(f: str) -> tuple[int, float]:
+        fired = any(n in sigs and sigs[n].fired for n in FAULTS[f].expected)
+        return int(fired), float(base.probabilities.get(f, 0.0))
+    best = max(members, key=rank)
+    return replace(base, answer=best, kind="class", members=members, class_probability=float("nan"),
+                   settings=(cls.check,), basis="invariants", fault_class=fault_class)
+
+
+def judge(model: DiagnosisModel, frame: pd.DataFrame, config: dict[str, Any], sigs: dict[str, signatures.Result],
+          space: dict[str, Any] | None = None, recent: int | None = None) -> Answer:
+    """The answer, evidence first: (1) the invariants; a broken one that is decisive (its false alarms
+    measured at most 1%) answers its class, whatever the model says and however short the log; (2) the
+    model, where every fault whose readable expected signatures all stay silent, with nothing else in
+    the log behind it, is ruled out (its probability goes to the rest); (3) a named fault must have
+    support (:func:`_supports`), and a log off the model's training range is answered from the
+    invariants and signatures alone, the model's ranking kept as a hint."""
+    results = invariants.check(frame, config, (recent,) if recent else ())   # a monitor: breaks begun mid-run
+    breaks = invariants.broken(results)
+    decisive = invariants.decisive()
+    listed = tuple({"invariant": b.invariant, "class": b.fault_class, "steps": list(b.steps), "n_steps": b.n_steps,
+                    "of": b.of, "shows": b.shows, "decisive": b.invariant in decisive, "line": b.line()}
+                   for b in breaks)
+    base = model_answer(model, frame, config, space, recent)
+    fired_ev = dict(base.evidence)
+    support = {f: _supports(model, f, sigs, breaks, fired_ev) for f in FAULTS if f != "none"}
+    ruled = tuple(f for f in model.classes if f in FAULTS and _silent(f, sigs) and not support.get(f))
+    first = next((b for b in breaks if b.invariant in decisive), None)
+    if first is not None:
+        out = _class_answer(base, first.fault_class, sigs)
+        return replace(out, broken=listed, ruled_out=ruled,
+                       support={f: support[f] for f in out.members if support.get(f)})
+    answer = model_answer(model, frame, config, space, recent, ruled) if ruled else base
+    answer = replace(answer, broken=listed, ruled_out=ruled)
+    named = answer.members or ((answer.answer,) if answer.answer in FAULTS else ())
+    if named and (len(answer.unlike_training) >= OUT_OF_RANGE
+                  or not any(support.get(f) for f in named) and any(_silent(f, sigs) for f in named)):
+        backed = sorted((f for f in named if support.get(f)), key=lambda f: -answer.probabilities.get(f, 0.0))
+        if backed:
+            answer = replace(answer, answer=backed[0], basis="evidence")
+        else:
+            answer = replace(answer, answer=UNKNOWN if breaks or any(r.fired for r in sigs.values()) else HEALTHY,
+                             kind=UNKNOWN, members=(), settings=(), basis="evidence")
+            if answer.answer == HEALTHY:
+                answer = replace(answer, kind=HEALTHY)
+    return replace(answer, support={f: support[f] for f in named if support.get(f)})
+
+
+def answer_frame(model: DiagnosisModel, frame: pd.DataFrame, config: dict[str, Any],
+                 space: dict[str, Any] | None = None, recent: int | None = None, profile: str = "canonical",
+                 n_actions: int | None = None, optimizer_steps: int | None = None) -> Answer:
+    """The answer on a canonical frame (a log, or the updates a monitor has seen so far): :func:`judge`
+    with the signatures read on the frame."""
+    n = n_actions or ((space or {}).get("n") if (space or {}).get("type") == "discrete" else None)
+    sigs = frame_signatures(frame, frame_context(model.algo, config, profile, n, optimizer_steps))
+    return judge(model, frame, config, sigs, space, recent)
 
 
 def diagnose_log(log: LoadedLog, models: dict[tuple[str, str], DiagnosisModel], n_actions: int | None = None,
@@ -173,13 +270,13 @@ def diagnose_log(log: LoadedLog, models: dict[tuple[str, str], DiagnosisModel], 
     """Diagnose a log already in canonical form."""
     model = pick_model(models, log.algo, log.profile)
     space = {"type": "discrete", "n": int(n_actions)} if n_actions and model.view == "canonical" else None
-    result = answer_frame(model, log.metrics, dict(log.config), space)
-    fired = log_signatures(log, context(log, n_actions, optimizer_steps))
+    sigs = log_signatures(log, context(log, n_actions, optimizer_steps))
+    result = judge(model, log.metrics, dict(log.config), sigs, space)
     expected = {}
     for fault in (result.members or ((result.answer,) if result.answer in FAULTS else ())):
         for name in FAULTS[fault].expected:
-            expected.setdefault(name, expected_status(fired.get(name)))
-    return Diagnosis(result, model.view, model, {k: v for k, v in fired.items() if v.fired}, expected)
+            expected.setdefault(name, expected_status(sigs.get(name)))
+    return Diagnosis(result, model.view, model, {k: v for k, v in sigs.items() if v.fired}, expected)
 
 
 def diagnose(log_path: str | Path, profile: str | dict[str, Any] = "auto", catalogue: str | Path | None = None,
@@ -192,5 +289,5 @@ def diagnose(log_path: str | Path, profile: str | dict[str, Any] = "auto", catal
     return log, diagnose_log(log, load_models(find_model(results_dir, catalogue)), n_actions, optimizer_steps)
 
 
-__all__ = ["DIRECTIONS_FILE", "HEALTHY", "PACKAGED_MODEL", "TOO_SHORT", "UNKNOWN", "Diagnosis", "answer_frame", "compare_logs",
+__all__ = ["DIRECTIONS_FILE", "HEALTHY", "PACKAGED_MODEL", "TOO_SHORT", "UNKNOWN", "OUT_OF_RANGE", "Diagnosis", "answer_frame", "compare_logs", "judge", "model_answer",
            "diagnose", "diagnose_log", "find_model", "load_directions", "log_signatures", "model_path"]

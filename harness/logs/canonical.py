@@ -22,10 +22,7 @@ import pandas as pd
 from harness.config import ALGO_SCHEMAS, ConfigError
 from harness.logs.profiles import Profile, detect, load_profile, ranking
 from harness.logs.readers import RawLog, number, records_frame
-from harness.metrics import CANONICAL, GRPO_ONLY, PPO_ONLY, SURROGATE_ONLY
-
-#: canonical metrics whose turning non-finite marks a diverged run (when the log has no `nonfinite`)
-WATCHED = ("loss", "policy_loss", "grad_norm", "approx_kl", "kl_k1", "entropy")
+from harness.metrics import CANONICAL, GRPO_ONLY, PPO_ONLY, SURROGATE_ONLY, WATCHED
 
 
 @dataclass
@@ -415,6 +412,7 @@ def to_canonical(log: RawLog | pd.DataFrame, profile: str | dict | Profile = "au
     # one row per update: the last value of each metric's source key
     table: dict[int, dict[str, float]] = {}
     step_of: dict[int, float] = {}
+    logged_bad: set[int] = set()         # updates where a watched metric was logged as NaN or inf
     for update, key, value, step in cells:
         if "#" in key:
             base, stat = key.split("#")
@@ -424,6 +422,8 @@ def to_canonical(log: RawLog | pd.DataFrame, profile: str | dict | Profile = "au
         if used.get(metric) != source:
             continue
         table.setdefault(update, {})[metric] = value * prof.factor(source, metric)
+        if metric in WATCHED and not math.isfinite(value):
+            logged_bad.add(update)
         if "#" not in key or update not in step_of:
             step_of[update] = step
     updates = sorted(table)
@@ -435,12 +435,7 @@ def to_canonical(log: RawLog | pd.DataFrame, profile: str | dict | Profile = "au
         out[name] = np.asarray([table[u].get(name, math.nan) for u in updates], dtype="float64")
     if "nonfinite" not in used:
         watched = [c for c in WATCHED if c in used]
-        went_bad = np.zeros(len(out), dtype=bool)
-        for col in watched:
-            values = out[col].to_numpy()
-            present_rows = ~np.isnan(values) | np.isinf(values)
-            seen = np.maximum.accumulate(np.isfinite(values)) if len(values) else values.astype(bool)
-            went_bad |= np.isinf(values) | (np.isnan(values) & np.concatenate([[False], seen[:-1]]) & present_rows)
+        went_bad = np.isin(out["update"].to_numpy(), sorted(logged_bad))
         out["nonfinite"] = went_bad.astype(float) if watched else np.nan
 
     resolved = _infer_algo(prof, used, algo)
@@ -456,7 +451,9 @@ def to_canonical(log: RawLog | pd.DataFrame, profile: str | dict | Profile = "au
                 mapped_config[name] = float(values[0])
                 notes.append(f"{name}={values[0]:g} read from the logged {used[name]} (constant; the saved "
                              "config holds it in a form that is not read, e.g. an SB3 schedule)")
+    notes += schedule_notes(out, used, raw.config)
     _from_counters(prof, out, used, mapped_config, notes)
+    _from_cadence(prof, out, mapped_config, notes)
     return LoadedLog(out, prof.name, resolved, used, unused, mapped_config, raw.source, detected, notes)
 
 
@@ -479,6 +476,69 @@ def _from_counters(prof: Profile, out: pd.DataFrame, used: dict[str, str], confi
         out[metric] = (increments * factor).reindex(out.index)
         used[metric] = f"{used.get(column, column)} increments x {key}"
         notes.append(f"{metric} = increments of {used.get(column, column)} x {key}={factor:g}")
+
+
+def linear_schedule(values: np.ndarray) -> tuple[float, float] | None:
+    """(first, last) when ``values`` (a setting logged every update) move in a straight line, as a
+    linear schedule moves them (R^2 >= 0.99 over >= 5 values, not constant); None otherwise."""
+    values = values[np.isfinite(values)]
+    if len(values) < 5 or np.ptp(values) == 0:
+        return None
+    t = np.arange(len(values), dtype=float)
+    fit = np.polyfit(t, values, 1)
+    resid = values - np.polyval(fit, t)
+    r2 = 1.0 - float(resid @ resid) / float(((values - values.mean()) ** 2).sum())
+    return (float(values[0]), float(values[-1])) if r2 >= 0.99 else None
+
+
+def schedule_notes(out: pd.DataFrame, used: dict[str, str], raw_config: dict[str, Any]) -> list[str]:
+    """A logged setting that follows the run's schedule is configuration, not a symptom: the schedules
+    the saved model describes (SB3's model.zip, read without executing it) and a logged clip range or
+    learning rate that moves in a straight line."""
+    notes = [f"{key.removesuffix('_schedule')} is configured as a {value} (the saved model's pickle, read "
+             "without executing it): its logged values are configuration, not evidence"
+             for key, value in raw_config.items() if key.endswith("_schedule") and isinstance(value, str)]
+    for name in LOGGED_SETTINGS:
+        line = linear_schedule(out[name].to_numpy(dtype=float)) if name in used else None
+        if line is not None:
+            notes.append(f"{used[name]} moves linearly from {line[0]:.3g} to {line[1]:.3g}, as a linear schedule "
+                         "does: read as the run's configured schedule, not as a symptom")
+    return notes
+
+
+def generation_stride(out: pd.DataFrame) -> int | None:
+    """In a log of one row per optimizer step (TRL's GRPOTrainer at logging_steps=1), the regular
+    spacing k > 1 of the rows that carry the reward: TRL logs a generation's rewards on the optimizer
+    step that generates, so each generation batch is optimised k times (num_iterations x
+    steps_per_generation / gradient_accumulation_steps). None when the rows are not one per step, the
+    reward is on every row, or its spacing is irregular."""
+    if "reward_mean" not in out or "update" not in out or len(out) < 8:
+        return None
+    updates = out["update"].to_numpy(dtype=float)
+    if float(np.median(np.diff(updates))) != 1.0:
+        return None
+    rewarded = updates[out["reward_mean"].notna().to_numpy()]
+    gaps = np.diff(rewarded)
+    if len(gaps) < 3:
+        return None
+    k = int(np.median(gaps))
+    return k if k > 1 and float(np.mean(gaps == k)) >= 0.9 else None
+
+
+def _from_cadence(prof: Profile, out: pd.DataFrame, config: dict[str, Any], notes: list[str]) -> None:
+    """The log's own structure as configuration: a TRL log whose reward is on every k-th optimizer step
+    reuses each generation batch for k optimizer steps; where the log carries neither num_iterations nor
+    the minibatch count, that is what they are taken to be (num_iterations=k, one minibatch), noted."""
+    if prof.name != "trl" or "num_iterations" in config or "n_minibatches" in config:
+        return
+    k = generation_stride(out)
+    if k is None:
+        return
+    config["num_iterations"] = k
+    config["n_minibatches"] = 1
+    notes.append(f"num_iterations={k} read from the log's cadence: the reward is logged on every {k}th optimizer "
+                 f"step, so each generation batch is optimised {k} times (num_iterations x steps_per_generation "
+                 "/ gradient_accumulation_steps; the log carries no training_args to say which)")
 
 
 def map_log(df: pd.DataFrame, profile: dict[str, Any] | str | Profile, algo: str | None = None) -> LoadedLog:

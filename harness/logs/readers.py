@@ -312,10 +312,51 @@ def sb3_model_config(directory: Path) -> dict[str, Any]:
     return {}
 
 
+#: SB3 settings it saves as schedules (pickled callables) and the name its profile reads them by
+SB3_SCHEDULES = ("learning_rate", "clip_range", "clip_range_vf")
+
+
+def sb3_schedule(value: Any) -> dict[str, Any] | None:
+    """What an SB3 schedule saved in a model's "data" is, read from its pickle's opcodes without
+    executing it (never unpickle a user's file): ``{"kind": "constant" | "linear" | "function",
+    "values": the float constants it holds, "name": the callable's name}``; None when ``value`` is not a
+    serialized callable."""
+    import base64
+    import binascii
+    import pickletools
+
+    if not isinstance(value, dict) or ":serialized:" not in value:
+        return None
+    try:
+        raw = base64.b64decode(value[":serialized:"])
+        ops = list(pickletools.genops(raw))
+    except (binascii.Error, ValueError, TypeError):
+        return None
+    floats = [float(a) for op, a, _ in ops if op.name in ("BINFLOAT", "FLOAT")]
+    names = [a for op, a, _ in ops if op.name.endswith("UNICODE") and isinstance(a, str)]
+    text = " ".join(names).lower()
+    kind = ("constant" if "constant" in text and "linear" not in text else
+            "linear" if "linear" in text else "function")
+    name = next((n for n in names if "<locals>" in n), "") or next(
+        (n for n in names if "schedule" in n.lower() or n.startswith("get_")), "")
+    return {"kind": kind, "values": floats, "name": name}
+
+
 def sb3_data_config(data: dict[str, Any]) -> dict[str, Any]:
     """The constants of an SB3 model's saved "data" (JSON) and the rollout size they imply: what the
-    log's hyperparameters are read as (a live monitor reads the same from the model it watches)."""
+    log's hyperparameters are read as (a live monitor reads the same from the model it watches). A
+    schedule holding one constant is that constant; any other schedule is described under
+    ``<key>_schedule`` (text: not a setting the diagnosis reads)."""
     out = {k: v for k, v in data.items() if isinstance(v, (int, float, bool, str)) and not k.startswith("_")}
+    for key in SB3_SCHEDULES:
+        schedule = sb3_schedule(data.get(key))
+        if schedule is None or key in out:
+            continue
+        if schedule["kind"] == "constant" and len(schedule["values"]) == 1:
+            out[key] = schedule["values"][0]
+        elif schedule["values"]:
+            out[f"{key}_schedule"] = (f"{schedule['kind']} schedule {schedule['name'] or 'a function'} with "
+                                      f"constants {', '.join(f'{v:g}' for v in schedule['values'])}")
     if number(out.get("n_steps")) and number(out.get("n_envs")):
         out["rollout_size"] = int(out["n_steps"]) * int(out["n_envs"])
     return out

@@ -33,6 +33,7 @@ from typing import Any
 
 from faults import FAULTS
 from harness.analysis.evidence import report_line
+from harness.analysis.invariants import CLASSES
 from harness.analysis.model import UNKNOWN, Answer, DiagnosisModel, load_models, shows
 from harness.config import ConfigError
 from harness.detection.base import Alarm as DetectorAlarm
@@ -67,6 +68,8 @@ class Alarm:
     fix: dict[str, str]                    # fault -> its description and provenance
     detector: str = "diagnosis"            # what raised it: the diagnosis, or a detector's class name
     symptom: str = ""                      # a detector's symptom (the diagnosis' are in ``evidence``)
+    fault_class: str = ""                  # the class a decisive broken invariant answers
+    broken: tuple[str, ...] = ()           # broken invariants, each with its steps and values
 
     def message(self) -> str:
         """The alarm in a few lines, for a terminal or a log."""
@@ -76,9 +79,13 @@ class Alarm:
         if self.detector != "diagnosis":
             lines = [f"[harness] ALARM at row {self.row} (step {self.step:g}): {name} "
                      f"({self.detector}: {self.symptom}; score {self.probability:.3g})"]
+        elif self.fault_class:
+            lines = [f"[harness] ALARM at row {self.row} (step {self.step:g}): {CLASSES[self.fault_class].meaning} "
+                     f"(a broken invariant; candidates {', '.join(self.members)})"]
         else:
             lines = [f"[harness] ALARM at row {self.row} (step {self.step:g}): {name} (P = {self.probability:.2f}; "
                      f"P(anomalous) = {self.anomalous:.2f} >= threshold {self.threshold:.2f})"]
+        lines += [f"  broken invariant: {b}" for b in self.broken]
         lines += [f"  {report_line(item, ev)}" for item, ev in self.evidence.items()]
         if self.settings:
             lines.append(f"  check: {', '.join(self.settings)}")
@@ -90,7 +97,8 @@ class Alarm:
         return {"row": self.row, "step": self.step, "answer": self.answer, "members": list(self.members),
                 "probability": self.probability, "anomalous": self.anomalous, "threshold": self.threshold,
                 "evidence": self.evidence, "settings": list(self.settings), "fix": self.fix,
-                "detector": self.detector, "symptom": self.symptom}
+                "detector": self.detector, "symptom": self.symptom, "fault_class": self.fault_class or None,
+                "broken": list(self.broken)}
 
 
 def fault_fix(fault: str) -> str:
@@ -118,7 +126,8 @@ class AlarmPolicy:
     """Turns a sequence of answers into alarms: an answer naming a fault, a class or ``unknown`` on
     ``patience`` consecutive checks alarms (one shown by exact evidence at once, one resting on the
     model alone after ``warmup`` rows and ``hold`` rows of holding), once per answer; ``stop_on`` says
-    which alarms end the run."""
+    which alarms end the run. An answer a decisive broken invariant gives (``basis`` "invariants")
+    alarms at the first check that gives it."""
 
     patience: int = PATIENCE
     stop_on: str | None = None
@@ -143,16 +152,20 @@ class AlarmPolicy:
         key = answer.members or (answer.answer,)
         same = self._streak[0] == key
         self._streak = (key, self._streak[1] + 1 if same else 1, self._streak[2] if same else row)
-        if self._streak[1] < self.patience or any(a.members == key or (a.answer,) == key for a in self.alarms):
+        if any(a.members == key or (a.answer,) == key for a in self.alarms):
             return None
-        if not shown_by_evidence(answer) and (row < self.warmup or row - self._streak[2] + 1 < self.hold):
+        proven = answer.basis == "invariants"        # a decisive broken invariant: alarm at the first check
+        if self._streak[1] < self.patience and not proven:
+            return None
+        if not proven and not shown_by_evidence(answer) and (row < self.warmup or row - self._streak[2] + 1 < self.hold):
             return None
         members = answer.members or ()
         alarm = Alarm(row=row, step=step, answer=answer.answer, members=members,
                       probability=float(answer.class_probability if math.isfinite(answer.class_probability)
                                         else answer.anomalous),
                       anomalous=answer.anomalous, threshold=answer.threshold, evidence=answer.evidence,
-                      settings=answer.settings, fix={f: fault_fix(f) for f in members if f in FAULTS})
+                      settings=answer.settings, fix={f: fault_fix(f) for f in members if f in FAULTS},
+                      fault_class=answer.fault_class, broken=tuple(b["line"] for b in answer.broken))
         self.alarms.append(alarm)
         if self.stop_on == ANY or self.stop_on == answer.answer or self.stop_on in members:
             self.should_stop = True
@@ -283,7 +296,7 @@ class Monitor:
         if self.detector is not None:
             return self.feed(log)
         model: DiagnosisModel = pick_model(self._models, log.algo, log.profile)
-        answer = answer_frame(model, log.metrics, dict(log.config), recent=self.recent)
+        answer = answer_frame(model, log.metrics, dict(log.config), recent=self.recent, profile=log.profile)
         self.last = answer
         self.checks += 1
         step = float(log.metrics["step"].iloc[-1]) if "step" in log.metrics and len(log.metrics) else math.nan

@@ -271,7 +271,17 @@ def test_bad_logs_are_one_line_errors(tmp_path, content, args, message):
 
 
 def assert_consistent(d: dict) -> None:
-    """The answer follows from the numbers printed with it (harness.analysis.model.Answer)."""
+    """The answer follows from the numbers printed with it (harness.analysis.model.Answer), or from the
+    broken invariant that decides it; a named fault has support in the log."""
+    assert sum(d["probabilities"].values()) == pytest.approx(1.0)
+    if d["basis"] == "invariants":
+        assert any(b["decisive"] for b in d["invariants"]) and d["answer"] in d["class"], d
+        return
+    if d["answer"] not in (HEALTHY, UNKNOWN, TOO_SHORT):
+        assert d["support"].get(d["answer"]) or d["answer"] not in d["ruled_out"], d
+    if d["basis"] == "evidence":
+        assert d["answer"] in (HEALTHY, UNKNOWN) or d["support"].get(d["answer"]), d
+        return
     if d["n_steps"] < d["min_steps"]:
         assert d["answer"] == TOO_SHORT
     elif d["anomalous"] < d["threshold"]:

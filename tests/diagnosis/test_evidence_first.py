@@ -1,0 +1,206 @@
+"""Evidence first: invariants every healthy run satisfies decide before the model; a named fault needs
+support in the log; the log's own structure is configuration (issue 55's four cases, as fixtures)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from faults import FAULTS
+from harness.analysis import invariants
+from harness.analysis.model import HEALTHY
+from harness.detection.diagnosis import diagnose, diagnose_log, find_model, load_models
+from harness.logs import load_log
+from harness.monitor.core import AlarmPolicy
+from tests.paths import DATA, ROOT
+
+NOWHERE = ROOT / "tests" / "no-results"       # no results/ model here: the package's published model
+
+
+def answer(path: Path, **kw):
+    return diagnose(path, results_dir=NOWHERE, **kw)[1].result
+
+
+def frame(n: int = 40, **cols) -> pd.DataFrame:
+    out = pd.DataFrame({"update": np.arange(n), "nonfinite": 0.0})
+    for k, v in cols.items():
+        out[k] = v
+    return out
+
+
+# ---- the invariants on synthetic frames ---------------------------------------------------------------
+def test_each_invariant_breaks_on_its_symptom_and_holds_on_a_healthy_shape():
+    rng = np.random.default_rng(0)
+    healthy = frame(approx_kl=rng.uniform(1e-3, 1e-2, 40), ratio_mean=1 + rng.normal(0, 1e-3, 40),
+                    entropy=rng.uniform(0.5, 0.7, 40), adv_std=rng.uniform(0.5, 1, 40),
+                    policy_loss=rng.normal(0, 0.01, 40), reward_mean=rng.normal(0.3, 0.1, 40))
+    config = {"n_epochs": 4, "n_minibatches": 4}
+    assert not invariants.broken(invariants.check(healthy, config))
+    cases = {"finite": healthy.assign(nonfinite=[0.0] * 39 + [1.0]),
+             "within_reach": healthy.assign(ratio_mean=np.geomspace(1, 4.85e8, 40)),
+             "ratio_moves": healthy.assign(approx_kl=0.0),
+             "signal_moves": healthy.assign(adv_std=0.0),
+             "entropy_positive": healthy.assign(entropy=0.0)}
+    for name, broken in cases.items():
+        got = invariants.check(broken, config)[name]
+        assert isinstance(got, invariants.Break) and got.invariant == name, (name, got)
+        assert got.steps and got.line().startswith(name)
+    # the ratio pinned at 1 is no symptom when each batch takes one optimizer step
+    assert invariants.check(healthy.assign(approx_kl=0.0), {"n_epochs": 1, "n_minibatches": 1})["ratio_moves"] is False
+    # a policy loss of exactly 0 is healthy GRPO at a ratio of 1 while the reward moves
+    assert invariants.check(healthy.assign(policy_loss=0.0, adv_mean=0.0), config)["signal_moves"] is False
+
+
+def test_clip_fractions_alone_need_reuse_a_learning_rate_and_100_steps():
+    grpo = {"num_iterations": 2, "n_minibatches": 1, "lr": 1e-4}
+    pinned = frame(150, clipfrac=0.0, reward_mean=np.linspace(0, 1, 150))
+    assert isinstance(invariants.check(pinned, grpo)["clipping_acts"], invariants.Break)
+    assert invariants.check(pinned, {**grpo, "lr": 1e-6})["clipping_acts"] is None      # TRL's default lr: no clipping
+    assert invariants.check(pinned.iloc[:50], grpo)["clipping_acts"] is None
+    assert invariants.check(pinned, {**grpo, "num_iterations": 1})["clipping_acts"] is False
+    assert invariants.check(pinned.assign(clipfrac=[0.0] * 149 + [0.01]), grpo)["clipping_acts"] is False
+
+
+def test_decisive_invariants_are_those_measured_at_most_1_percent_on_both_sets():
+    table = invariants.measured()["invariants"]
+    for name in invariants.decisive():
+        for which in ("harness", "realworld"):
+            s = table[name][which]
+            assert s["logs"] > 0 and s["alarms"] / s["logs"] <= invariants.MAX_FALSE_ALARMS
+    for name, sets in table.items():
+        if any(s["alarms"] / max(1, s["logs"]) > invariants.MAX_FALSE_ALARMS for s in sets.values()):
+            assert name not in invariants.decisive()
+
+
+# ---- issue 55's cases ---------------------------------------------------------------------------------
+def test_seed_verl_log_with_zero_loss_entropy_and_advantages_is_no_learning_signal():
+    r = answer(DATA / "seed" / "verl_grpo_zeros.csv")
+    assert r.answer != HEALTHY and r.basis == "invariants"
+    assert r.fault_class in ("no learning signal", "deterministic policy")
+    assert {b["invariant"] for b in r.broken} >= {"signal_moves", "entropy_positive"}
+
+
+def test_seed_ratio_of_4_8e8_is_outside_the_trust_region():
+    r = answer(DATA / "seed" / "grpo_ratio_explodes.csv")
+    assert r.answer == "excessive_lr" or r.fault_class == "outside the trust region"
+    within = next(b for b in r.broken if b["invariant"] == "within_reach")
+    assert within["decisive"] and "4.85e+08" in within["shows"]
+
+
+def test_trl_ratio_pinned_at_1_with_batches_reused_is_the_trust_region_never_acting():
+    r = answer(DATA / "trl_pinned_ratio" / "pinned" / "trainer_state.json")
+    assert r.answer == "shared_policy" or r.fault_class == "trust region never acts", r
+    assert "shared_policy" in (r.members or (r.answer,))
+    twin = answer(DATA / "trl_pinned_ratio" / "healthy" / "trainer_state.json")
+    assert not any(b["invariant"] in ("clipping_acts", "ratio_moves") for b in twin.broken)
+
+
+def test_trl_reward_cadence_is_read_as_num_iterations(tmp_path):
+    state = json.loads((DATA / "trl_pinned_ratio" / "pinned" / "trainer_state.json").read_text())
+    (tmp_path / "trainer_state.json").write_text(json.dumps(state))      # no training_args beside it
+    log = load_log(tmp_path / "trainer_state.json")
+    assert log.config["num_iterations"] == 2 and log.config["n_minibatches"] == 1
+    assert any("cadence" in n for n in log.notes)
+
+
+def test_sb3_nan_at_the_first_update_is_non_finite_not_too_short():
+    log = load_log(DATA / "sb3_nan" / "progress.csv")
+    assert log.metrics["nonfinite"].iloc[0] == 1.0
+    r = answer(DATA / "sb3_nan" / "progress.csv")
+    assert r.fault_class == "non-finite" and r.basis == "invariants"
+    assert r.broken[0]["steps"][0] == 1
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_rl_zoo_scheduled_cartpole_is_healthy_and_its_schedule_is_configuration(seed):
+    path = DATA / "sb3_zoo_cartpole" / f"seed{seed}" / "progress.csv"
+    log = load_log(path)
+    assert any("clip_range is configured as a linear schedule" in n for n in log.notes), log.notes
+    r = answer(path)
+    assert r.answer == HEALTHY, (r.answer, r.probabilities)
+    assert "tiny_clip" not in (r.members or (r.answer,))
+
+
+# ---- a named fault needs support --------------------------------------------------------------------
+def logs_under(root: Path) -> list[Path]:
+    out = []
+    for p in sorted(root.rglob("*")):
+        if p.name in ("progress.csv", "trainer_state.json", "console.log") or p.name.startswith("events.out"):
+            out.append(p.parent if p.name.startswith("events.out") else p)
+    return sorted(set(out))
+
+
+def unsupported(path: Path, models) -> str | None:
+    """The named fault of ``path``'s answer when none of its readable expected signatures fires and
+    nothing in the log (a broken invariant of its class, an evidence item) shows it; else None."""
+    try:
+        log = load_log(path)
+    except Exception:  # a log the tests keep to be refused
+        return None
+    d = diagnose_log(log, models)
+    r = d.result
+    named = r.members if r.kind == "class" and r.basis != "invariants" else ((r.answer,) if r.answer in FAULTS else ())
+    for fault in named:
+        readable = [n for n in FAULTS[fault].expected if not d.expected.get(n, "").startswith(("not in", "in this log, but"))]
+        if readable and not any(d.expected.get(n, "").startswith("fired") for n in readable) and not r.support.get(fault):
+            return fault
+    return None
+
+
+def test_no_answer_on_the_kept_logs_names_a_fault_the_log_does_not_support():
+    models = load_models(find_model(NOWHERE))
+    bad = {str(p.relative_to(DATA)): f for p in logs_under(DATA) if "tiny" not in p.parts
+           and (f := unsupported(p, models))}
+    assert not bad, bad
+
+
+# ---- the live monitor uses the same order -----------------------------------------------------------
+def test_a_decisive_broken_invariant_alarms_at_the_first_check():
+    from harness.detection.diagnosis import answer_frame, pick_model
+
+    models = load_models(find_model(NOWHERE))
+    log = load_log(DATA / "seed" / "grpo_ratio_explodes.csv")
+    model = pick_model(models, log.algo, log.profile)
+    policy = AlarmPolicy()
+    first = None
+    for rows in range(3, len(log.metrics) + 1):
+        a = answer_frame(model, log.metrics.iloc[:rows], dict(log.config), recent=10)
+        if policy.see(a, rows, float(rows)) is not None:
+            first = rows
+            break
+    breaks = np.flatnonzero(log.metrics["ratio_mean"].to_numpy() > invariants.BOUNDS["ratio_mean"])
+    assert first is not None and first == breaks[0] + 1
+    assert policy.alarms[0].fault_class == "outside the trust region" and policy.alarms[0].broken
+    assert math.isnan(policy.alarms[0].probability) or policy.alarms[0].probability >= 0
+
+
+class _Payload:
+    """A pickle that would run a command if it were loaded."""
+
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def __reduce__(self):
+        import os
+        return (os.system, (f"touch {self.marker}",))
+
+
+def test_sb3_schedules_are_read_without_executing_the_pickle(tmp_path):
+    import base64
+    import pickle
+
+    from harness.logs.readers import sb3_model_config, sb3_schedule
+
+    marker = tmp_path / "ran"
+    got = sb3_schedule({":type:": "<class 'function'>",
+                        ":serialized:": base64.b64encode(pickle.dumps(_Payload(marker))).decode()})
+    assert got is not None and got["kind"] == "function" and not marker.exists()
+    config = sb3_model_config(DATA / "sb3_zoo_cartpole" / "seed0")
+    assert "linear" in config["clip_range_schedule"] and "0.2" in config["clip_range_schedule"]
+    assert "clip_range" not in config                        # a schedule is no constant setting
+    assert sb3_model_config(DATA / "sb3_nan")["clip_range"] == 0.2      # a constant schedule is its value
