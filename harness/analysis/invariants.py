@@ -278,6 +278,8 @@ def _entropy_positive(frame: pd.DataFrame, config: Mapping[str, Any]) -> Break |
                  "entropy exactly 0 on every step")
 
 
+#: in the order a broken one answers: no learning signal explains a ratio that never moves (no gradient,
+#: no change), so it comes before the trust region's invariants
 INVARIANTS: dict[str, Invariant] = {i.name: i for i in (
     Invariant("finite", "non-finite", "every loss, gradient norm, ratio, KL and advantage statistic logged is finite",
               "arithmetic: a NaN or inf in the update poisons every weight it reaches", _finite_values),
@@ -285,6 +287,12 @@ INVARIANTS: dict[str, Invariant] = {i.name: i for i in (
               "ratio mean <= 1e3, ratio max <= 1e6, approx_kl <= 1e3, KL to the reference <= 1e5",
               "algorithm: clipping and the KL penalty keep a working policy near its sampler and reference; "
               "bounds orders of magnitude beyond every healthy run measured", _within_reach),
+    Invariant("signal_moves", "no learning signal",
+              "the advantages are not exactly 0 on every step (their std; not every group's rewards identical; "
+              "not a policy loss of 0 with a constant reward)", "algorithm: the policy gradient is advantage-weighted",
+              _signal_moves),
+    Invariant("entropy_positive", "deterministic policy", "a sampling policy's entropy is above 0 on some step",
+              "algorithm: PPO and GRPO sample from the policy", _entropy_positive),
     Invariant("ratio_moves", "trust region never acts",
               "with each batch taking more than one optimizer step, max |r - 1|, approx_kl or the k1 KL is not "
               "exactly 0 on every step", "algorithm and configuration: after the first optimizer step on a batch "
@@ -292,12 +300,6 @@ INVARIANTS: dict[str, Invariant] = {i.name: i for i in (
     Invariant("clipping_acts", "trust region never acts",
               "GRPO with batches reused at lr >= 1e-5: some clip fraction is above 0 on some of >= 100 steps",
               "algorithm and configuration (logs with clip fractions only, e.g. TRL's)", _clipping_acts),
-    Invariant("signal_moves", "no learning signal",
-              "the advantages are not exactly 0 on every step (their std; not every group's rewards identical; "
-              "not a policy loss of 0 with a constant reward)", "algorithm: the policy gradient is advantage-weighted",
-              _signal_moves),
-    Invariant("entropy_positive", "deterministic policy", "a sampling policy's entropy is above 0 on some step",
-              "algorithm: PPO and GRPO sample from the policy", _entropy_positive),
 )}
 
 

@@ -451,7 +451,7 @@ def to_canonical(log: RawLog | pd.DataFrame, profile: str | dict | Profile = "au
                 mapped_config[name] = float(values[0])
                 notes.append(f"{name}={values[0]:g} read from the logged {used[name]} (constant; the saved "
                              "config holds it in a form that is not read, e.g. an SB3 schedule)")
-    notes += schedule_notes(out, used, raw.config)
+    notes += schedule_notes(out, used, raw.config) + definition_notes(used, raw.config)
     _from_counters(prof, out, used, mapped_config, notes)
     _from_cadence(prof, out, mapped_config, notes)
     return LoadedLog(out, prof.name, resolved, used, unused, mapped_config, raw.source, detected, notes)
@@ -498,11 +498,46 @@ def schedule_notes(out: pd.DataFrame, used: dict[str, str], raw_config: dict[str
     notes = [f"{key.removesuffix('_schedule')} is configured as a {value} (the saved model's pickle, read "
              "without executing it): its logged values are configuration, not evidence"
              for key, value in raw_config.items() if key.endswith("_schedule") and isinstance(value, str)]
+    described = {"lr": "learning_rate_schedule", "clip_range": "clip_range_schedule"}
     for name in LOGGED_SETTINGS:
+        if described.get(name) in raw_config:           # the saved model already says
+            continue
         line = linear_schedule(out[name].to_numpy(dtype=float)) if name in used else None
         if line is not None:
             notes.append(f"{used[name]} moves linearly from {line[0]:.3g} to {line[1]:.3g}, as a linear schedule "
                          "does: read as the run's configured schedule, not as a symptom")
+    return notes
+
+
+def _version(text: Any) -> tuple[int, ...]:
+    parts = []
+    for piece in str(text).split(".")[:3]:
+        digits = "".join(ch for ch in piece if ch.isdigit())
+        parts.append(int(digits) if digits else 0)
+    return tuple(parts)
+
+
+#: where a logged metric's definition changed between a framework's releases: (version key in the
+#: log's config, the log key, releases before this one, what the metric was there)
+DEFINITIONS = (
+    ("sb3_version", "train/approx_kl", (1, 1),
+     "mean(old_log_prob - log_prob), which can be negative (Schulman's estimator since "
+     "DLR-RM/stable-baselines3#419, merged 2021-05)"),
+)
+
+
+def definition_notes(used: dict[str, str], raw_config: dict[str, Any]) -> list[str]:
+    """The framework version the log's config carries (SB3: model.zip's _stable_baselines3_version), and
+    what a logged metric meant in that version where its definition has changed since."""
+    notes = []
+    for key, log_key, before, meaning in DEFINITIONS:
+        version = raw_config.get(key)
+        if version and log_key in used.values():
+            if _version(version) < before:
+                notes.append(f"{log_key} in {key.removesuffix('_version')} {version} (before "
+                             f"{'.'.join(map(str, before))}) is {meaning}: read with that in mind")
+    if raw_config.get("sb3_version"):
+        notes.insert(0, f"written by stable-baselines3 {raw_config['sb3_version']} (model.zip)")
     return notes
 
 

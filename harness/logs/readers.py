@@ -306,9 +306,11 @@ def sb3_model_config(directory: Path) -> dict[str, Any]:
                 if "data" not in zf.namelist() or "policy.pth" not in zf.namelist():
                     continue
                 data = json.loads(zf.read("data"))
+                version = (zf.read("_stable_baselines3_version").decode("utf-8", "replace").strip()
+                           if "_stable_baselines3_version" in zf.namelist() else "")
         except (zipfile.BadZipFile, ValueError, OSError):
             continue
-        return sb3_data_config(data)
+        return {**sb3_data_config(data), **({"sb3_version": version} if version else {})}
     return {}
 
 
@@ -337,8 +339,9 @@ def sb3_schedule(value: Any) -> dict[str, Any] | None:
     text = " ".join(names).lower()
     kind = ("constant" if "constant" in text and "linear" not in text else
             "linear" if "linear" in text else "function")
-    name = next((n for n in names if "<locals>" in n), "") or next(
-        (n for n in names if "schedule" in n.lower() or n.startswith("get_")), "")
+    name = next((n for n in names if "<locals>" in n), "") or next(      # FloatSchedule: SB3's wrapper
+        (n for n in names if ("schedule" in n.lower() and n not in ("FloatSchedule", "value_schedule"))
+         or n.startswith("get_")), "")
     return {"kind": kind, "values": floats, "name": name}
 
 
