@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import time
 from collections import defaultdict
@@ -42,20 +41,13 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.reference_pairs import git_commit  # noqa: E402
 from harness.analysis import invariants  # noqa: E402
 from harness.metrics import CANONICAL  # noqa: E402
 
 PREFIXES = (0.25, 0.5, 1.0)
 EXACT = ("ratio_dev_max", "approx_kl", "kl_k1", "ratio_mean", "ratio_min", "ratio_max")
 RESULTS = ROOT / "benchmarks" / "results"
-
-
-def commit() -> str:
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
-                              check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 def run_config(run: pd.Series) -> dict[str, Any]:
@@ -303,7 +295,7 @@ def main() -> None:
     rates = table(harness, realworld)
     decisive = sorted(n for n, sets in rates.items() if {"harness", "realworld"} <= set(sets) and all(
         s["logs"] and s["alarms"] / s["logs"] <= invariants.MAX_FALSE_ALARMS for s in sets.values()))
-    summary = {"when": datetime.now(timezone.utc).isoformat(timespec="seconds"), "commit": commit(),
+    summary = {"when": datetime.now(timezone.utc).isoformat(timespec="seconds"), "commit": git_commit(),
                "harness": harness, "realworld": realworld, "rates": rates, "decisive": decisive,
                "mined": mine(args.dataset)}
     summary["wall_s"] = time.perf_counter() - start

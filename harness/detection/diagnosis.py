@@ -170,19 +170,26 @@ def pick_model(models: dict[tuple[str, str], DiagnosisModel], algo: str, profile
 OUT_OF_RANGE = 10
 
 
-def model_answer(model: DiagnosisModel, frame: pd.DataFrame, config: dict[str, Any],
-                 space: dict[str, Any] | None = None, recent: int | None = None,
-                 excluded: tuple[str, ...] = ()) -> Answer:
-    """The model's own answer on a canonical frame (a log, or the updates a monitor has seen so far).
-    ``recent``: the exact evidence is also read on the last ``recent`` rows alone (an item fires when
-    it fires on either), so a bug that began mid-run shows once it has held for that many rows."""
+def model_inputs(model: DiagnosisModel, frame: pd.DataFrame, config: dict[str, Any],
+                 space: dict[str, Any] | None = None, recent: int | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """What the model reads of a canonical frame (a log, or the updates a monitor has seen so far): its
+    feature row and its exact evidence. ``recent``: the evidence is also read on the last ``recent``
+    rows alone (an item fires when it fires on either), so a bug that began mid-run shows once it has
+    held for that many rows."""
     row = pd.DataFrame([features(frame, CANONICAL, model.algo, config, space, model.view)])
     observed = evidence.observe(frame, config, model.view)
     if recent is not None and len(frame) > recent:
         tail = evidence.observe(frame.iloc[-recent:], config, model.view)
         observed = {k: (True if tail[k] else v) for k, v in observed.items()}
     ev = pd.DataFrame([{f"ev:{k}": (float("nan") if v is None else float(v)) for k, v in observed.items()}])
-    return model.diagnose(row, ev, [len(frame)], excluded)[0]
+    return row, ev
+
+
+def model_answer(model: DiagnosisModel, frame: pd.DataFrame, config: dict[str, Any],
+                 space: dict[str, Any] | None = None, recent: int | None = None) -> Answer:
+    """The model's own answer on a canonical frame (:func:`model_inputs`)."""
+    row, ev = model_inputs(model, frame, config, space, recent)
+    return model.diagnose(row, ev, [len(frame)])[0]
 
 
 def _supports(model: DiagnosisModel, fault: str, sigs: dict[str, signatures.Result], breaks: list[invariants.Break],
@@ -230,7 +237,8 @@ def judge(model: DiagnosisModel, frame: pd.DataFrame, config: dict[str, Any], si
     listed = tuple({"invariant": b.invariant, "class": b.fault_class, "steps": list(b.steps), "n_steps": b.n_steps,
                     "of": b.of, "shows": b.shows, "decisive": b.invariant in decisive, "line": b.line()}
                    for b in breaks)
-    base = model_answer(model, frame, config, space, recent)
+    row, ev = model_inputs(model, frame, config, space, recent)       # read once, answered once or twice
+    base = model.diagnose(row, ev, [len(frame)])[0]
     fired_ev = dict(base.evidence)
     support = {f: _supports(model, f, sigs, breaks, fired_ev) for f in FAULTS if f != "none"}
     ruled = tuple(f for f in model.classes if f in FAULTS and _silent(f, sigs) and not support.get(f))
@@ -239,7 +247,7 @@ def judge(model: DiagnosisModel, frame: pd.DataFrame, config: dict[str, Any], si
         out = _class_answer(base, first.fault_class, sigs)
         return replace(out, broken=listed, ruled_out=ruled,
                        support={f: support[f] for f in out.members if support.get(f)})
-    answer = model_answer(model, frame, config, space, recent, ruled) if ruled else base
+    answer = model.diagnose(row, ev, [len(frame)], ruled)[0] if ruled else base
     answer = replace(answer, broken=listed, ruled_out=ruled)
     named = answer.members or ((answer.answer,) if answer.answer in FAULTS else ())
     if named and (len(answer.unlike_training) >= OUT_OF_RANGE
@@ -289,5 +297,5 @@ def diagnose(log_path: str | Path, profile: str | dict[str, Any] = "auto", catal
     return log, diagnose_log(log, load_models(find_model(results_dir, catalogue)), n_actions, optimizer_steps)
 
 
-__all__ = ["DIRECTIONS_FILE", "HEALTHY", "PACKAGED_MODEL", "TOO_SHORT", "UNKNOWN", "OUT_OF_RANGE", "Diagnosis", "answer_frame", "compare_logs", "judge", "model_answer",
+__all__ = ["DIRECTIONS_FILE", "HEALTHY", "PACKAGED_MODEL", "TOO_SHORT", "UNKNOWN", "OUT_OF_RANGE", "Diagnosis", "answer_frame", "compare_logs", "judge", "model_answer", "model_inputs",
            "diagnose", "diagnose_log", "find_model", "load_directions", "log_signatures", "model_path"]
