@@ -327,7 +327,7 @@ def skipped_dirs(root: Path) -> list[str]:
 DIAGNOSIS_FIELDS = ("answer", "kind", "class", "probability", "class_probability", "anomalous", "threshold",
                     "unknown_threshold", "cannot_show", "evidence", "settings_to_check", "fired", "profile",
                     "detected", "algo", "view", "n_steps", "min_steps", "basis", "fault_class", "invariants",
-                    "support", "ruled_out")
+                    "support", "ruled_out", "expected_signature")
 
 
 def parse_answer(stdout: str) -> dict[str, Any]:
@@ -427,12 +427,32 @@ def problems_of(r: dict[str, Any]) -> list[dict[str, Any]]:
     else:
         out += [{**where, "problem": f"read as {k}={d[k]!r}, expected {expected[k]!r}"}
                 for k in ("profile", "algo") if d[k] != expected[k]]
+    if "error" not in d and (fault := unsupported(d)):
+        out.append({**where, "problem": f"names {fault}, but none of its readable expected signatures fires and "
+                                        "nothing in the log (a broken invariant of its class, an evidence item) shows it"})
     if "error" in b:
         out.append({**where, "problem": f"baselines: the log could not be read: {b['error']}"})
     else:
         out += [{**where, "problem": f"baselines read it as {k}={b[k]!r}, expected {expected[k]!r}"}
                 for k in ("profile", "algo") if b[k] != expected[k]]
     return out
+
+
+def unsupported(d: dict[str, Any]) -> str | None:
+    """The fault an answer names without support: every expected signature of it that the log can read
+    stays silent and ``support`` (its fired signatures, broken invariants of its class, evidence items)
+    is empty. A class a decisive broken invariant answers names its class, not a fault: never counted."""
+    if d.get("basis") == "invariants":
+        return None
+    named = d.get("class") or ([d["answer"]] if d.get("kind") == "fault" else [])
+    status = d.get("expected_signature") or {}
+    from faults import FAULTS as REGISTRY
+    for fault in named:
+        mine = [status[k] for k in (REGISTRY[fault].expected if fault in REGISTRY else ()) if k in status]
+        readable = [v for v in mine if not str(v).startswith(("not in", "in this log, but"))]
+        if readable and not any(str(v).startswith("fired") for v in readable) and not (d.get("support") or {}).get(fault):
+            return fault
+    return None
 
 
 # ---- scores ---------------------------------------------------------------------------------------------
@@ -785,11 +805,14 @@ def render(summary: dict[str, Any], meta: dict[str, Any]) -> str:
 
             lines.append(f"| {c['scope']} | {cell(h, 'before')} | {cell(h, 'now')} | {delta(h)} | "
                          f"{cell(t, 'before')} | {cell(t, 'now')} | {delta(t)} | {pct(c['top1_can_show_now'])} |")
-    lines += ["", "## Diagnose failures and misreads", ""]
+    lines += ["", "## Diagnose failures, misreads and unsupported answers", "",
+              "An unsupported answer names a fault none of whose readable expected signatures fires, with no "
+              "broken invariant of its class and no evidence item behind it (the diagnosis should never give one).", ""]
     if meta.get("skipped"):
         lines.append(f"Not evaluated (no framework of this evaluation): {', '.join(meta['skipped'])} under the root.")
     if not summary["problems"]:
-        lines.append("None: every log was read, with the framework's dialect and algorithm.")
+        lines.append("None: every log was read, with the framework's dialect and algorithm, and no answer "
+                     "names a fault without support.")
     lines += [f"- `{p['path']}` ({p['framework']}, {p['kind']}): {p['problem']}" for p in summary["problems"]]
     return "\n".join(lines) + "\n"
 

@@ -137,6 +137,28 @@ def test_parse_answer() -> None:
         evaluate.parse_answer(json.dumps({k: v for k, v in answer.items() if k != "anomalous"}))
 
 
+def test_an_answer_naming_a_fault_without_support_is_a_problem() -> None:
+    """The realworld report lists every answer that names a fault none of whose readable expected
+    signatures fires, with nothing else behind it; a class a decisive invariant answers is not one."""
+    from faults import FAULTS
+
+    first = FAULTS["tiny_clip"].expected[0]
+    silent = {**DIAGNOSE_JSON, "answer": "tiny_clip", "kind": "fault", "class": [], "basis": "model", "support": {},
+              "expected_signature": {first: "did not fire: median clipfrac 0.05"}}
+    assert evaluate.unsupported(silent) == "tiny_clip"
+    record = {"path": "x", "framework": "sb3", "kind": "primary", "diagnosis": {**silent, "profile": "sb3", "algo": "ppo"},
+              "baselines": {"profile": "sb3", "algo": "ppo"}}
+    assert [p["problem"] for p in evaluate.problems_of(record)] == [
+        "names tiny_clip, but none of its readable expected signatures fires and nothing in the log (a broken "
+        "invariant of its class, an evidence item) shows it"]
+    assert evaluate.unsupported({**silent, "support": {"tiny_clip": ["evidence clip_range_tiny"]}}) is None
+    assert evaluate.unsupported({**silent, "expected_signature": {first: "fired: median clipfrac 0.001"}}) is None
+    assert evaluate.unsupported({**silent, "expected_signature": {first: "not in this log"}}) is None
+    assert evaluate.unsupported({**silent, "answer": "shared_policy", "kind": "class", "class": ["shared_policy"],
+                                 "basis": "invariants", "expected_signature": {}}) is None
+    assert evaluate.unsupported({**silent, "kind": "class", "class": ["excessive_lr", "tiny_clip"]}) == "tiny_clip"
+
+
 def test_every_variant_has_a_fault_name() -> None:
     from benchmarks.realworld import trl_runs
 
