@@ -3,7 +3,7 @@ onset, and how often on healthy runs, beside the rule sets (folk, config_aware, 
 toolkit's heuristics) streamed over the same logs.
 
     python benchmarks/monitor_detection.py [--realworld results/realworld] [--dataset] [--results results]
-                                           [--jobs 2] [--limit N] [--record]
+                                           [--jobs 2] [--limit N] [--save FILE] [--load FILE ...] [--record]
 
 Two sets of logs. ``--dataset``: the published dataset's runs (results/dataset) held out by the
 catalogue's protocol "held-out runs (30%, stratified by fault)", diagnosed by canonical-view models
@@ -19,6 +19,9 @@ rule set sees every row. Per framework and fault: detected (an alarm at or after
 (an alarm naming the fault, or a class holding it), the median delay in rows after the onset to
 each, alarms before the onset; on healthy logs, alarms per 1000 rows and the share of logs with any.
 ``--record`` writes benchmarks/results/monitor_detection.json and .md (docs/monitor.md quotes it).
+``--save`` keeps the per-log records of this run and ``--load`` adds records saved earlier, so the two
+sets may be scored at different times (e.g. the dataset while the realworld logs are still being
+generated) and recorded together.
 """
 
 from __future__ import annotations
@@ -349,6 +352,8 @@ def main() -> None:
     parser.add_argument("--results", default=str(ROOT / "results"))
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--limit", type=int, default=0, help="at most this many logs (a quick look)")
+    parser.add_argument("--save", type=Path, default=None, help="write this run's per-log records here (JSON)")
+    parser.add_argument("--load", type=Path, nargs="*", default=[], help="add per-log records saved by --save")
     parser.add_argument("--record", action="store_true")
     args = parser.parse_args()
     start = time.perf_counter()
@@ -366,6 +371,14 @@ def main() -> None:
         logs = dataset_logs(Path(args.results), held)[: args.limit or None]
         records += Parallel(n_jobs=args.jobs)(delayed(one_dataset)(log, models[log["algo"]]) for log in logs)
         print(f"dataset: {len(logs)} held-out runs in {time.perf_counter() - start:.0f} s")
+    sets = {"realworld": args.realworld is not None, "dataset": args.dataset}
+    command = "python benchmarks/monitor_detection.py " + " ".join(sys.argv[1:])
+    if args.save is not None:
+        args.save.write_text(json.dumps({**sets, "command": command, "seconds": round(time.perf_counter() - start),
+                                         "records": records},
+                                        default=float) + "\n")
+        print(f"saved {len(records)} records in {args.save}")
+    records, sets, commands, earlier = with_saved(records, sets, args.load)
     rows, pooled_rows = summarise(records, detectors), pooled(records, detectors)
     for r in pooled_rows:
         print(f"{r['group']:34s} {r['detector']:13s} faulty {r['faulty']:4d}  detected {_pct(r.get('detected')):>4s} "
@@ -374,13 +387,28 @@ def main() -> None:
               f"{r.get('alarms_per_1000', float('nan')):.1f} alarms / 1000 rows, {_pct(r.get('any_alarm'))} alarmed")
     if args.record:
         meta = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "commit": git_commit(),
-                "command": "python benchmarks/monitor_detection.py " + " ".join(sys.argv[1:]),
-                "logs": len(records), "seconds": round(time.perf_counter() - start),
-                "sources": sources(records, args.realworld is not None, args.dataset)}
+                "command": "`, then `".join([*commands, command]),
+                "logs": len(records), "seconds": round(time.perf_counter() - start + earlier),
+                "sources": sources(records, sets["realworld"], sets["dataset"])}
         out = ROOT / "benchmarks" / "results" / "monitor_detection.json"
         out.write_text(json.dumps({**meta, "pooled": pooled_rows, "rows": rows}, indent=1, default=float) + "\n")
         out.with_suffix(".md").write_text(markdown(meta, pooled_rows, rows, detectors))
         print(f"recorded in {out} and {out.with_suffix('.md')}")
+
+
+def with_saved(records: list[dict[str, Any]], sets: dict[str, bool], paths: list[Path]
+               ) -> tuple[list[dict[str, Any]], dict[str, bool], list[str], float]:
+    """``records`` with those saved by ``--save`` at ``paths`` added: the records, which sets they
+    cover, the commands that scored the saved ones and the seconds those took."""
+    commands, earlier = [], 0.0
+    for path in paths:
+        saved = json.loads(path.read_text())
+        earlier += saved.get("seconds", 0)
+        commands += [saved["command"]] if saved.get("command") else []
+        records = [*records, *saved["records"]]
+        sets = {k: v or bool(saved.get(k)) for k, v in sets.items()}
+        print(f"loaded {len(saved['records'])} records from {path}")
+    return records, sets, commands, earlier
 
 
 def git_commit() -> str:
