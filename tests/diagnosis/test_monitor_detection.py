@@ -74,6 +74,22 @@ def test_dataset_runs_are_scored_by_a_model_fitted_without_them(diverse_model):
     assert rec["rows"] == len(mid[0]["frame"]) and set(rec) >= {"monitor", "folk", "config_aware", "ptt"}
 
 
+def test_records_saved_by_one_run_are_scored_with_another_s(tmp_path):
+    """--save / --load: the dataset scored at one time and the realworld logs at another give the same
+    tables as one run over both, and the record names both commands."""
+    import json
+
+    dataset = [_rec("d, mid", "shared_policy", 10, 40, [(15, True)], [(5, False)], "d"),
+               _rec("d", "none", 0, 50, [(40, True)], [])]
+    real = [_rec("sb3", "zero_reward", 0, 30, [(2, True)], []), _rec("sb3", "none", 0, 30, [], [(4, True)])]
+    saved = tmp_path / "dataset.json"
+    saved.write_text(json.dumps({"realworld": False, "dataset": True, "command": "python x --dataset",
+                                 "seconds": 12, "records": dataset}))
+    records, sets, commands, seconds = md.with_saved(real, {"realworld": True, "dataset": False}, [saved])
+    assert sets == {"realworld": True, "dataset": True} and commands == ["python x --dataset"] and seconds == 12
+    assert md.pooled(records, DETECTORS) == md.pooled(real + dataset, DETECTORS)
+
+
 def test_the_figures_quoted_in_docs_monitor_are_the_recorded_ones():
     import json
     import re
