@@ -521,8 +521,9 @@ def _version(text: Any) -> tuple[int, ...]:
 #: log's config, the log key, releases before this one, what the metric was there)
 DEFINITIONS = (
     ("sb3_version", "train/approx_kl", (1, 1),
-     "mean(old_log_prob - log_prob), which can be negative (Schulman's estimator since "
-     "DLR-RM/stable-baselines3#419, merged 2021-05)"),
+     "mean(old_log_prob - log_prob), which can be negative (from 1.1.0 on it is Schulman's estimator "
+     "mean((ratio - 1) - log ratio), never negative: DLR-RM/stable-baselines3#419, commit 2ada2dd, first tagged "
+     "v1.1.0)"),
 )
 
 
