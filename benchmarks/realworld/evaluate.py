@@ -845,19 +845,53 @@ def git_commit() -> str:
     return proc.stdout.strip() or "unknown"
 
 
+def cached_answers(cache: Path | None, key: dict[str, str]) -> dict[str, Any]:
+    """The answers ``--cache`` holds that were made by this code (``key``: the harness commit, with no
+    uncommitted change, and the catalogue), by log path and kind."""
+    if cache is None or not cache.is_file() or key["commit"].endswith("+dirty"):
+        return {}
+    out = {}
+    for line in cache.read_text().splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:               # a line cut short by a crash: answered again
+            continue
+        if entry.get("key") == key:
+            out[f"{entry['path']}|{entry['kind']}"] = (entry["diagnosis"], entry["baselines"])
+    return out
+
+
 def run_all(todo: Sequence[dict[str, Any]], catalogue: Path | str, jobs: int,
-            progress: Callable[[str], None] | None = None) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+            progress: Callable[[str], None] | None = None,
+            cache: Path | None = None) -> list[tuple[dict[str, Any], dict[str, Any]]]:
     """(diagnosis, baselines) of every task, in task order, ``jobs`` logs at once (diagnose in a
-    subprocess, the baselines in this process)."""
+    subprocess, the baselines in this process). ``cache``: a JSON-lines file of answers, one line
+    appended per log as it is answered; a log answered there by the same commit and catalogue is not
+    diagnosed again (an evaluation cut short resumes; logs still being generated join later)."""
+    dirty = subprocess.run(["git", "diff", "--quiet", "HEAD", "--", "harness", "faults"], cwd=REPO).returncode != 0
+    key = {"commit": git_commit() + ("+dirty" if dirty else ""), "catalogue": str(catalogue)}
+    known = cached_answers(cache, key)
+
     def one(t: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
         return diagnose(t["path"], catalogue), baselines(t["path"])
 
     out: list[Any] = [None] * len(todo)
+    for i, t in enumerate(todo):
+        out[i] = known.get(f"{relative(t['path'])}|{t['kind']}")
+    if progress and any(out):
+        progress(f"{sum(x is not None for x in out)} of {len(todo)} logs answered before ({cache})")
+    if cache is not None and cache.is_file() and not cache.read_bytes().endswith(b"\n"):
+        with cache.open("a") as fh:          # a line cut short by a crash ends before the next answer
+            fh.write("\n")
     with ThreadPoolExecutor(max(1, jobs)) as pool:
-        futures = {pool.submit(one, t): i for i, t in enumerate(todo)}
+        futures = {pool.submit(one, t): i for i, t in enumerate(todo) if out[i] is None}
         for done, f in enumerate(as_completed(futures), 1):
             i = futures[f]
             out[i] = f.result()
+            if cache is not None and not key["commit"].endswith("+dirty"):
+                with cache.open("a") as fh:
+                    fh.write(json.dumps(clean({"key": key, "path": relative(todo[i]["path"]), "kind": todo[i]["kind"],
+                                               "diagnosis": out[i][0], "baselines": out[i][1]})) + "\n")
             if progress:
                 d = out[i][0]
                 progress(f"[{done}/{len(todo)}] {relative(todo[i]['path'])}: "
@@ -885,6 +919,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--limit", type=int, default=None, help="diagnose only the first N logs per framework")
     parser.add_argument("--previous", default="main", help=f"the git revision whose {PUBLISHED} is compared with")
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "realworld")
+    parser.add_argument("--cache", type=Path, default=None,
+                        help="a JSON-lines file of answers to reuse and extend (same commit and catalogue only)")
     parser.add_argument("--from-json", action="store_true",
                         help="summarise the diagnoses stored in <out>.json again, without diagnosing (a new table)")
     args = parser.parse_args(argv)
@@ -911,7 +947,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     known = known_faults()
     catalogue = args.catalogue.resolve() if args.catalogue.exists() else args.catalogue
     start = time.perf_counter()
-    answers = run_all(todo, catalogue, args.jobs, progress=lambda line: print(line, file=sys.stderr, flush=True))
+    answers = run_all(todo, catalogue, args.jobs, progress=lambda line: print(line, file=sys.stderr, flush=True),
+                      cache=args.cache)
     wall = time.perf_counter() - start
     # rounded as stored, so that --from-json gives the same tables
     records = clean([record(t, d, b, known) for t, (d, b) in zip(todo, answers)])

@@ -159,6 +159,27 @@ def test_an_answer_naming_a_fault_without_support_is_a_problem() -> None:
     assert evaluate.unsupported({**silent, "kind": "class", "class": ["excessive_lr", "tiny_clip"]}) == "tiny_clip"
 
 
+def test_an_evaluation_cut_short_resumes_from_its_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--cache: each answer is appended as it comes; a second evaluation by the same commit and
+    catalogue diagnoses only the logs the cache lacks; a torn last line is answered again; another
+    catalogue's answers are not reused."""
+    calls: list[str] = []
+    monkeypatch.setattr(evaluate, "diagnose", lambda path, catalogue: calls.append(path.name) or {"answer": path.name})
+    monkeypatch.setattr(evaluate, "baselines", lambda path: {"profile": "sb3"})
+    monkeypatch.setattr(evaluate.subprocess, "run", lambda *a, **k: type("P", (), {"returncode": 0, "stdout": "abc123"})())
+    todo = [{"path": tmp_path / f"log{i}", "kind": "progress.csv"} for i in range(3)]
+    cache = tmp_path / "answers.jsonl"
+    first = evaluate.run_all(todo[:2], "cat", 1, cache=cache)
+    assert calls == ["log0", "log1"] and len(cache.read_text().splitlines()) == 2
+    cache.write_text(cache.read_text() + '{"key": {"commit": "abc1')           # a crash mid-line
+    again = evaluate.run_all(todo, "cat", 1, cache=cache)
+    assert calls == ["log0", "log1", "log2"] and again[:2] == first and again[2][0] == {"answer": "log2"}
+    evaluate.run_all(todo, "cat", 1, cache=cache)                              # the answer after the torn line is kept
+    assert calls == ["log0", "log1", "log2"]
+    evaluate.run_all(todo[:1], "other-catalogue", 1, cache=cache)
+    assert calls[-1] == "log0"
+
+
 def test_every_variant_has_a_fault_name() -> None:
     from benchmarks.realworld import trl_runs
 
