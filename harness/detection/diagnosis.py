@@ -228,7 +228,8 @@ def judge(model: DiagnosisModel, frame: pd.DataFrame, config: dict[str, Any], si
     """The answer, evidence first: (1) the invariants; a broken one that is decisive (its false alarms
     measured at most 1%) answers its class, whatever the model says and however short the log; (2) the
     model, where every fault whose readable expected signatures all stay silent, with nothing else in
-    the log behind it, is ruled out (its probability goes to the rest); (3) a named fault must have
+    the log behind it, is ruled out (its probability goes to the rest; not a fault the view cannot show,
+    whose runs look healthy: its silence is no evidence against it); (3) a named fault must have
     support (:func:`_supports`), and a log off the model's training range is answered from the
     invariants and signatures alone, the model's ranking kept as a hint."""
     results = invariants.check(frame, config, (recent,) if recent else ())   # a monitor: breaks begun mid-run
@@ -241,7 +242,8 @@ def judge(model: DiagnosisModel, frame: pd.DataFrame, config: dict[str, Any], si
     base = model.diagnose(row, ev, [len(frame)])[0]
     fired_ev = dict(base.evidence)
     support = {f: _supports(model, f, sigs, breaks, fired_ev) for f in FAULTS if f != "none"}
-    ruled = tuple(f for f in model.classes if f in FAULTS and _silent(f, sigs) and not support.get(f))
+    hidden = set(model.identifiability.invisible)      # the view cannot show them: silence says nothing
+    ruled = tuple(f for f in model.classes if f in FAULTS and f not in hidden and _silent(f, sigs) and not support.get(f))
     first = next((b for b in breaks if b.invariant in decisive), None)
     if first is not None:
         out = _class_answer(base, first.fault_class, sigs)
