@@ -33,6 +33,7 @@ class ExcessiveLR(Fault):
                   "high learning rate'); SB3#324 "
                   "('exploding KL divergence and explained variance becoming negative ... Lowering the "
                   "learning rate makes it more stable')")
+    algos = ("ppo", "grpo", "ppo_lm")
     backends = ("native", "sb3", "trl")
     expected = ("kl_explodes", "kl_high", "entropy_collapse")
 

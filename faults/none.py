@@ -10,5 +10,6 @@ class NoFault(Fault):
     name = "none"
     description = "no fault: the healthy agent"
     provenance = "-"
+    algos = ("ppo", "grpo", "ppo_lm")
     backends = ("native", "sb3", "trl")
     expected = ()

@@ -21,6 +21,7 @@ class PPOEpochsIgnored(Fault):
                    "silently ignored: every update runs one epoch")
     provenance = ("verl#342: commit 54051c85 (dynamic batch size, #118) removed the minibatch iterator "
                   "and with it the epoch loop ('missed this part when we refactored'); fixed by verl PR #346")
+    algos = ("ppo", "grpo", "ppo_lm")
     backends = ("native", "sb3", "trl")
     expected = ("optimizer_steps_short",)
 

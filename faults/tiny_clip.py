@@ -22,6 +22,7 @@ class TinyClip(Fault):
                    "policy barely moves")
     provenance = ("DanceGRPO#47 (clip_range 1e-4 copied from DDPO; on Wan2.1 the ratios are 1e-3 to 1e-4 away "
                   "from 1, 'so always exceed clip_range')")
+    algos = ("ppo", "grpo", "ppo_lm")
     backends = ("native", "sb3", "trl")
     expected = ("clipfrac_saturated", "approx_kl_tiny")
 

@@ -31,6 +31,7 @@ class ZeroReward(Fault):
     provenance = ("trl#3452 ('GRPO reward=0 and loss=0': the user's reward function returned 0 until changed); "
                   "RLinf#682 ('the rewards are always 0.0', cause not established); unsloth#2757 (rewards 0 after "
                   "the first step, no cause given)")
+    algos = ("ppo", "grpo", "ppo_lm")
     backends = ("native", "sb3", "trl")
     expected = ("reward_zero", "value_to_zero")
 

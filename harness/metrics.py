@@ -49,6 +49,17 @@ CANONICAL: dict[str, str] = {
     "sampler_ratio_oob": "GRPO: share of real tokens whose exp(logp_trainer - logp_sampler) is outside [0.9, 1.1]",
     "kl_sampler": "GRPO: k3 KL between sampler and trainer log-probs, token mean (verl rollout_corr, "
                   "NeMo-RL gen_kl_error)",
+    "value_clipfrac": "PPO-LM: share of real tokens whose clipped value error is the larger of the two, mean over "
+                      "minibatches and epochs (TRL val/clipfrac_avg, verl critic/vf_clipfrac)",
+    "ratio_var": "PPO-LM: variance over the update's minibatches of their mean ratio (TRL val/ratio_var)",
+    "kl_ref_sum": "PPO-LM: KL to the frozen reference at the rollout, k1 = logp - logp_ref summed over each "
+                  "completion's tokens, mean over completions (TRL objective/kl)",
+    "non_score_reward": "PPO-LM: the KL penalty in the reward, -kl_coef x k1 summed over each completion, mean over "
+                        "completions (TRL objective/non_score_reward)",
+    "rlhf_reward": "PPO-LM: reward_mean + non_score_reward, the per-completion return the policy maximises "
+                   "(TRL objective/rlhf_reward)",
+    "kl_coef": "PPO-LM: the KL penalty coefficient of this update's reward, fixed or adaptive (old TRL "
+               "objective/kl_coef)",
 }
 
 #: per reward function, when several are summed (GRPO): ``reward/<fn>`` = the function's mean over the
@@ -59,6 +70,11 @@ GRPO_ONLY = ("kl_ref", "reward_std", "group_reward_std_mean", "frac_reward_zero_
              "response_clip_ratio", "logp_mean", "logp_ref_mean", "terminated_length_mean",
              "sampler_logp_diff_mean", "sampler_logp_diff_max", "sampler_ratio_oob", "kl_sampler")
 PPO_ONLY = ("value_mean", "explained_variance", "value_loss")
+#: only PPO on token tasks with a value model (algo=ppo_lm, harness/agents/ppo_lm.py) records these
+PPO_LM_ONLY = ("value_clipfrac", "ratio_var", "kl_ref_sum", "non_score_reward", "rlhf_reward", "kl_coef")
+#: GRPO metrics PPO-LM does not record: its own sampler's gap, the reward groups, the update-time kl_ref
+NOT_PPO_LM = ("kl_ref", "group_reward_std_mean", "frac_reward_zero_std", "sampler_logp_diff_mean",
+              "sampler_logp_diff_max", "sampler_ratio_oob", "kl_sampler")
 #: metrics only a clipped-surrogate learner (PPO, GRPO) logs: a log with none of them is another algorithm's
 SURROGATE_ONLY = ("approx_kl", "kl_k1", "clipfrac", "clipfrac_binding", "clip_low_frac", "clip_high_frac",
                   "clip_range", "ratio_mean", "ratio_min", "ratio_max", "ratio_dev_max")
@@ -66,12 +82,15 @@ SURROGATE_ONLY = ("approx_kl", "kl_k1", "clipfrac", "clipfrac_binding", "clip_lo
 COLUMNS = (*INDEX_COLUMNS, *CANONICAL)
 
 #: the learning-progress metric of each algorithm (episode return / completion reward)
-PROGRESS = {"ppo": "return_mean", "grpo": "reward_mean"}
+PROGRESS = {"ppo": "return_mean", "grpo": "reward_mean", "ppo_lm": "reward_mean"}
 
 
 def applicable(algo: str) -> tuple[str, ...]:
     """The canonical metrics an algorithm records (the rest are NaN)."""
-    skip = GRPO_ONLY if algo == "ppo" else PPO_ONLY
+    if algo == "ppo_lm":
+        skip = NOT_PPO_LM
+    else:
+        skip = (*(GRPO_ONLY if algo == "ppo" else PPO_ONLY), *PPO_LM_ONLY)
     return tuple(m for m in CANONICAL if m not in skip)
 
 
@@ -97,6 +116,7 @@ STEP_METRICS: dict[str, str] = {
     "ratio_max": "max ratio of the minibatch",
     "ratio_dev_max": "max |r - 1| of the minibatch",
     "kl_ref": "GRPO: k3 KL to the reference, token mean over the minibatch",
+    "value_clipfrac": "PPO-LM: share of the minibatch's real tokens whose clipped value error is the larger",
     "grad_norm": "total L2 gradient norm before clipping (NaN when no backward pass ran)",
     "lr": "learning rate of this step",
     "clip_range": "clip range of this step",

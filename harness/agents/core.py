@@ -294,7 +294,7 @@ def ppo_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batch: 
     minibatch is not stepped, its row is kept)."""
     params = [p for p in model.parameters() if p.requires_grad]
     for group in optimizer.param_groups:
-        group["lr"] = hp.lr
+        group["lr"] = hp.lr * group.get("lr_scale", 1.0)     # a group's lr relative to hp.lr (PPO-LM's value model)
     params_before = parameters_to_vector(params).detach().clone()
 
     stats = MinibatchStats()

@@ -305,6 +305,127 @@ class GRPOConfig:
                               f"completion each ({self.batch_size} completions, {self.n_minibatches} minibatches)")
 
 
+@dataclass
+class PPOLMConfig:
+    """Native PPO on token tasks with a value model, RLHF-style (harness/agents/ppo_lm.py); TRL
+    PPOTrainer names in comments where the harness's differ (the harness's own names are kept where a
+    fault replaces a value by name: ``clip_range``, ``n_epochs``, ``lr``, ``gamma``, ``gae_lambda``).
+    Values in harness/conf/algo/ppo_lm.yaml."""
+
+    name: str = MISSING
+    n_prompts: int = MISSING         # prompts per update
+    group_size: int = MISSING        # completions per prompt (1: PPO's norm, as TRL's PPOTrainer)
+    n_epochs: int = MISSING          # passes over each batch (TRL num_ppo_epochs)
+    n_minibatches: int = MISSING     # completions are split into this many minibatches (TRL num_mini_batches)
+    lr: float = MISSING              # TRL learning_rate (policy and, unless vf_lr is set, value model)
+    vf_lr: float | None = MISSING    # the value model's learning rate (verl critic.optim.lr); null: lr, one
+                                     # optimizer for both models as TRL's; either follows the lr schedule
+    warmup_updates: int = MISSING    # linear lr warmup over this many updates (TRL warmup_steps, in updates)
+    lr_decay: str = MISSING          # after the warmup: constant | linear | cosine (TRL lr_scheduler_type)
+    clip_range: float = MISSING      # the policy's clip range (TRL cliprange)
+    clip_range_vf: float = MISSING   # the value's clip range around the rollout's value (TRL cliprange_value)
+    vf_coef: float = MISSING         # TRL vf_coef: loss = policy loss + vf_coef * 0.5 * clipped value MSE
+    kl_coef: float = MISSING         # the per-token KL penalty in the reward (TRL kl_coef; old TRL init_kl_coef)
+    adaptive_kl: bool = MISSING      # Ziegler et al.'s adaptive KL controller (old TRL adap_kl_ctrl)
+    kl_target: float = MISSING       # its target KL, summed per completion (old TRL target)
+    kl_horizon: float = MISSING      # its horizon, in completions (old TRL horizon)
+    gamma: float = MISSING           # discount over completion tokens (TRL gamma)
+    gae_lambda: float = MISSING      # TRL lam
+    whiten_advantages: bool = MISSING  # whiten the advantages over the batch's real tokens (TRL: always)
+    missing_eos_penalty: float | None = MISSING  # subtracted from the score of a completion without EOS (TRL)
+    max_grad_norm: float = MISSING   # over both models' gradients together (TRL's PolicyAndValueWrapper)
+    # the policy (harness/conf/model/): the transformer; the value model is a copy of its trunk
+    model: str = MISSING
+    n_layers: int = MISSING
+    d_model: int = MISSING
+    n_heads: int = MISSING
+    d_ff: int = MISSING
+    tie_embeddings: bool = MISSING
+    dropout: float = MISSING
+    hidden: int = MISSING            # MLP width (model=mlp; part of the warm-up's identity)
+    # generation
+    max_new_tokens: int = MISSING    # TRL response_length
+    temperature: float = MISSING     # TRL temperature (sampling and every log-prob)
+    # the supervised warm-up: GRPO's (the same settings share its cached checkpoint)
+    sft_steps: int = MISSING
+    sft_lr: float = MISSING
+    sft_batch: int = MISSING
+    sft_digit_noise: float = MISSING
+    sft_format_noise: float = MISSING
+    sft_seed: int = MISSING
+    is_control: bool = False         # see PPOConfig
+    variant: str = "default"
+
+    VISIBLE: ClassVar[tuple[str, ...]] = (
+        "n_prompts", "group_size", "n_epochs", "n_minibatches", "lr", "vf_lr", "warmup_updates", "lr_decay",
+        "clip_range", "clip_range_vf", "vf_coef", "kl_coef", "adaptive_kl", "kl_target", "kl_horizon", "gamma",
+        "gae_lambda", "whiten_advantages", "missing_eos_penalty", "max_grad_norm",
+        "model", "n_layers", "d_model", "n_heads", "d_ff", "tie_embeddings", "dropout", "hidden",
+        "max_new_tokens", "temperature")
+
+    # what the shared update core (harness/agents/core.py UpdateHP) reads and TRL's PPOTrainer has no
+    # setting for: constants, not fields (the fields are a run's identity)
+    ent_coef: ClassVar[float] = 0.0             # no entropy bonus
+    norm_adv: ClassVar[bool] = False            # advantages are whitened over the whole batch, not per minibatch
+    loss_agg: ClassVar[str] = "token_mean"      # TRL masked_mean over the minibatch's real tokens
+    grad_accum: ClassVar[int] = 1
+    target_kl: ClassVar[float | None] = None    # no early stopping
+    log_ratio_clamp: ClassVar[float] = 0.0      # no clamp of log r (TRL)
+
+    @property
+    def batch_size(self) -> int:
+        return self.n_prompts * self.group_size
+
+    def code_changes(self) -> dict[str, Any]:
+        """Changes to the training code that alter only some runs of this config (see GRPOConfig): none."""
+        return {}
+
+    def lr_at(self, update: int, n_updates: int) -> float:
+        """The scheduled learning rate of update ``update`` (from 0) of ``n_updates``: GRPO's schedule
+        (:meth:`GRPOConfig.lr_at`, transformers' schedulers stepped per update)."""
+        return GRPOConfig.lr_at(self, update, n_updates)  # type: ignore[arg-type]
+
+    def sft_config(self) -> dict[str, Any]:
+        """What the warm-up checkpoint depends on: the same as GRPO's, so both share it."""
+        return GRPOConfig.sft_config(self)  # type: ignore[arg-type]
+
+    def validate(self) -> None:
+        for name in ("n_prompts", "group_size", "n_epochs", "n_minibatches", "hidden", "n_layers", "d_model",
+                     "n_heads", "d_ff", "max_new_tokens", "sft_batch"):
+            check_range("algo", name, getattr(self, name), ge=1, kind=int)
+        for name in ("lr", "vf_lr"):
+            if getattr(self, name) is not None:
+                check_range("algo", name, getattr(self, name), gt=0, le=10)
+        check_range("algo", "warmup_updates", self.warmup_updates, ge=0, kind=int)
+        check_range("algo", "clip_range", self.clip_range, gt=0, le=10)
+        check_range("algo", "clip_range_vf", self.clip_range_vf, gt=0)
+        check_range("algo", "vf_coef", self.vf_coef, ge=0, le=100)
+        check_range("algo", "kl_coef", self.kl_coef, ge=0, le=100)
+        check_range("algo", "kl_target", self.kl_target, gt=0)
+        check_range("algo", "kl_horizon", self.kl_horizon, gt=0)
+        check_range("algo", "gamma", self.gamma, ge=0, le=1)
+        check_range("algo", "gae_lambda", self.gae_lambda, ge=0, le=1)
+        if self.missing_eos_penalty is not None:
+            check_range("algo", "missing_eos_penalty", self.missing_eos_penalty, ge=0)
+        check_range("algo", "max_grad_norm", self.max_grad_norm, gt=0)
+        check_range("algo", "dropout", self.dropout, ge=0, lt=1)
+        check_range("algo", "temperature", self.temperature, gt=0, le=10)
+        check_range("algo", "sft_steps", self.sft_steps, ge=0, le=100_000, kind=int)
+        check_range("algo", "sft_lr", self.sft_lr, gt=0, le=1)
+        check_range("algo", "sft_digit_noise", self.sft_digit_noise, ge=0, le=1)
+        check_range("algo", "sft_format_noise", self.sft_format_noise, ge=0, le=1)
+        check_range("algo", "sft_seed", self.sft_seed, ge=0, le=2**32 - 1, kind=int)
+        for name, choices in (("model", GRPO_MODELS), ("lr_decay", LR_DECAYS)):
+            if getattr(self, name) not in choices:
+                raise ConfigError(f"algo.{name}={getattr(self, name)!r}; valid choices: {', '.join(choices)}")
+        if self.d_model % self.n_heads or (self.d_model // self.n_heads) % 2:
+            raise ConfigError(f"algo.d_model={self.d_model} must split into n_heads={self.n_heads} heads of an "
+                              "even size (rotary embeddings rotate pairs)")
+        if self.n_minibatches > self.batch_size:
+            raise ConfigError(f"algo.n_minibatches={self.n_minibatches} exceeds the "
+                              f"{self.batch_size} completions per batch (n_prompts * group_size)")
+
+
 #: the engines that step a vector env (benchmarks/env_engines.py measures them)
 ENV_ENGINES = ("gymnasium", "envpool")
 
@@ -358,7 +479,7 @@ class Config:
     batch: str | None = None
 
 
-ALGO_SCHEMAS: dict[str, type] = {"ppo": PPOConfig, "grpo": GRPOConfig}
+ALGO_SCHEMAS: dict[str, type] = {"ppo": PPOConfig, "grpo": GRPOConfig, "ppo_lm": PPOLMConfig}
 
 
 def group_choices(group: str) -> list[str]:

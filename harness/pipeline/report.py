@@ -22,6 +22,10 @@ KEY_METRICS = {
              "clipfrac", "ratio_dev_max", "kl_ref", "logp_mean", "logp_ref_mean", "sampler_logp_diff_mean",
              "kl_sampler", "grad_norm",
              "optimizer_steps", "lr", "clip_range", "param_delta", "nonfinite"),
+    "ppo_lm": ("reward_mean", "rlhf_reward", "non_score_reward", "kl_ref_sum", "kl_coef", "adv_mean", "value_mean",
+               "explained_variance", "length_mean", "response_clip_ratio", "policy_loss", "value_loss",
+               "value_clipfrac", "entropy", "approx_kl", "clipfrac", "ratio_dev_max", "ratio_var", "logp_mean",
+               "logp_ref_mean", "grad_norm", "optimizer_steps", "lr", "clip_range", "param_delta", "nonfinite"),
 }
 
 

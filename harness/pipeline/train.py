@@ -105,8 +105,8 @@ def configured_optimizer_steps(exp: Experiment) -> int:
 
 
 def start_checkpoint(exp: Experiment) -> dict[str, Any] | None:
-    """GRPO on token tasks starts from a cached warm-up checkpoint: its directory and checksum."""
-    if exp.algo.name != "grpo" or exp.env.id != "harness/ToySeq-v0":
+    """GRPO and PPO-LM on token tasks start from a cached warm-up checkpoint: its directory and checksum."""
+    if exp.algo.name not in ("grpo", "ppo_lm") or exp.env.id != "harness/ToySeq-v0":
         return None
     path = sft.checkpoint_dir(exp)
     if sft.problem(path) is not None:
