@@ -441,10 +441,12 @@ def problems_of(r: dict[str, Any]) -> list[dict[str, Any]]:
 def unsupported(d: dict[str, Any]) -> str | None:
     """The fault an answer names without support: every expected signature of it that the log can read
     stays silent and ``support`` (its fired signatures, broken invariants of its class, evidence items)
-    is empty. A class a decisive broken invariant answers names its class, not a fault: never counted."""
+    is empty. The fault named is the answer (a class answer's most probable member, which the report
+    names; the other members are candidates). A class a decisive broken invariant answers names its
+    class, not a fault: never counted."""
     if d.get("basis") == "invariants":
         return None
-    named = d.get("class") or ([d["answer"]] if d.get("kind") == "fault" else [])
+    named = [d["answer"]] if d.get("kind") in ("fault", "class") else []
     status = d.get("expected_signature") or {}
     from faults import FAULTS as REGISTRY
     for fault in named:
@@ -845,8 +847,17 @@ def git_commit() -> str:
     return proc.stdout.strip() or "unknown"
 
 
+def code_version() -> str:
+    """What answers a log: the git trees of harness/ and faults/ (a commit that changes neither, e.g. a
+    benchmark's, keeps the cache), "+dirty" while either has uncommitted changes."""
+    trees = [subprocess.run(["git", "rev-parse", "--short", f"HEAD:{d}"], cwd=REPO, capture_output=True,
+                            text=True).stdout.strip() for d in ("harness", "faults")]
+    dirty = subprocess.run(["git", "diff", "--quiet", "HEAD", "--", "harness", "faults"], cwd=REPO).returncode != 0
+    return "-".join(trees) + ("+dirty" if dirty else "")
+
+
 def cached_answers(cache: Path | None, key: dict[str, str]) -> dict[str, Any]:
-    """The answers ``--cache`` holds that were made by this code (``key``: the harness commit, with no
+    """The answers ``--cache`` holds that were made by this code (``key``: :func:`code_version`, with no
     uncommitted change, and the catalogue), by log path and kind."""
     if cache is None or not cache.is_file() or key["commit"].endswith("+dirty"):
         return {}
@@ -866,10 +877,9 @@ def run_all(todo: Sequence[dict[str, Any]], catalogue: Path | str, jobs: int,
             cache: Path | None = None) -> list[tuple[dict[str, Any], dict[str, Any]]]:
     """(diagnosis, baselines) of every task, in task order, ``jobs`` logs at once (diagnose in a
     subprocess, the baselines in this process). ``cache``: a JSON-lines file of answers, one line
-    appended per log as it is answered; a log answered there by the same commit and catalogue is not
+    appended per log as it is answered; a log answered there by the same code and catalogue is not
     diagnosed again (an evaluation cut short resumes; logs still being generated join later)."""
-    dirty = subprocess.run(["git", "diff", "--quiet", "HEAD", "--", "harness", "faults"], cwd=REPO).returncode != 0
-    key = {"commit": git_commit() + ("+dirty" if dirty else ""), "catalogue": str(catalogue)}
+    key = {"commit": code_version(), "catalogue": str(catalogue)}
     known = cached_answers(cache, key)
 
     def one(t: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -920,7 +930,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--previous", default="main", help=f"the git revision whose {PUBLISHED} is compared with")
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "realworld")
     parser.add_argument("--cache", type=Path, default=None,
-                        help="a JSON-lines file of answers to reuse and extend (same commit and catalogue only)")
+                        help="a JSON-lines file of answers to reuse and extend (same harness/faults code and catalogue only)")
     parser.add_argument("--from-json", action="store_true",
                         help="summarise the diagnoses stored in <out>.json again, without diagnosing (a new table)")
     args = parser.parse_args(argv)

@@ -157,6 +157,10 @@ def test_an_answer_naming_a_fault_without_support_is_a_problem() -> None:
     assert evaluate.unsupported({**silent, "answer": "shared_policy", "kind": "class", "class": ["shared_policy"],
                                  "basis": "invariants", "expected_signature": {}}) is None
     assert evaluate.unsupported({**silent, "kind": "class", "class": ["excessive_lr", "tiny_clip"]}) == "tiny_clip"
+    # a class answer names its most probable member; another member is a candidate, not the answer
+    backed = {**silent, "answer": "excessive_lr", "kind": "class", "class": ["excessive_lr", "tiny_clip"],
+              "support": {"excessive_lr": ["kl_explodes fires"]}}
+    assert evaluate.unsupported(backed) is None
 
 
 def test_an_evaluation_cut_short_resumes_from_its_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
