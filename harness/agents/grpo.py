@@ -66,6 +66,18 @@ def replay(envs, tokens: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray],
     return rewards, scores, consumed
 
 
+def warm_started(exp: Experiment, task) -> tuple[torch.nn.Module, torch.nn.Module]:
+    """The policy loaded from the supervised warm-up (cached, :mod:`harness.agents.sft`) and the
+    reference: its frozen copy, or the model the warm-up started from when the fault says so."""
+    cfg, vocab = exp.algo, task.vocab
+    state, _ = sft.load_checkpoint(exp)
+    policy = build_model(cfg, vocab.size, task.prompt_width, task.max_len, vocab)
+    policy.load_state_dict(state)
+    reference = copy.deepcopy(policy).requires_grad_(False)
+    if exp.fault.begin_update(0, cfg)[0].reference_weights() == "base":
+        reference.load_state_dict(sft.base_state(exp))
+    return policy, reference
+
 def train(exp: Experiment) -> Iterator[dict]:
     """Native GRPO on the token task (``env=toyseq``), one row of canonical metrics per update.
 
@@ -100,12 +112,7 @@ def train(exp: Experiment) -> Iterator[dict]:
     task = envs.unwrapped
     vocab = task.vocab
     weights = task.reward_weights
-    state, _ = sft.load_checkpoint(exp)                   # the supervised warm-up (cached)
-    policy = build_model(cfg, vocab.size, task.prompt_width, task.max_len, vocab)
-    policy.load_state_dict(state)
-    reference = copy.deepcopy(policy).requires_grad_(False)
-    if fault.begin_update(0, cfg)[0].reference_weights() == "base":     # the model the warm-up started from
-        reference.load_state_dict(sft.base_state(exp))
+    policy, reference = warm_started(exp, task)          # the supervised warm-up (cached), its frozen copy
     sampler = Sampler(policy, cfg.sampler_precision, cfg.sampler_lag)
     optimizer = torch.optim.Adam(policy.parameters(), lr=cfg.lr, fused=True)
     env_step = 0

@@ -29,12 +29,11 @@ import numpy as np
 import torch
 from torch import nn
 
-from harness.agents import sft
 from harness.agents.base import Trainer
 from harness.agents.core import MinibatchEval, begin_update, masked_mean, ppo_update
-from harness.agents.grpo import TOKEN_ENV_ID, replay
+from harness.agents.grpo import TOKEN_ENV_ID, replay, warm_started
 from harness.agents.grpo_math import updates_planned
-from harness.agents.lm import build_model, completion_logits, token_logprobs
+from harness.agents.lm import completion_logits, token_logprobs
 from harness.agents.sampler import Generation, Sampler
 from harness.config import ConfigError, EnvConfig, Experiment
 from harness.envs import make_vec_env
@@ -186,12 +185,7 @@ def train(exp: Experiment) -> Iterator[dict]:
     envs = make_vec_env(exp.env, B, fault)
     task = envs.unwrapped
     vocab = task.vocab
-    state, _ = sft.load_checkpoint(exp)                   # the supervised warm-up (cached; GRPO's)
-    policy = build_model(cfg, vocab.size, task.prompt_width, task.max_len, vocab)
-    policy.load_state_dict(state)
-    reference = copy.deepcopy(policy).requires_grad_(False)
-    if fault.begin_update(0, cfg)[0].reference_weights() == "base":     # the model the warm-up started from
-        reference.load_state_dict(sft.base_state(exp))
+    policy, reference = warm_started(exp, task)          # GRPO's warm-up (cached), its frozen copy
     value_model = value_model_from(policy)
     models = nn.ModuleDict({"policy": policy, "value": value_model})   # TRL's PolicyAndValueWrapper
     sampler = Sampler(policy)

@@ -25,6 +25,15 @@ def conf_dir() -> Path:
     return Path(__file__).resolve().parents[1] / "conf"
 
 
+
+def check_warmup(algo) -> None:
+    """The supervised warm-up's settings (``sft_*``), which GRPO and PPO-LM share (harness/agents/sft.py)."""
+    check_range("algo", "sft_steps", algo.sft_steps, ge=0, le=100_000, kind=int)
+    check_range("algo", "sft_lr", algo.sft_lr, gt=0, le=1)
+    check_range("algo", "sft_digit_noise", algo.sft_digit_noise, ge=0, le=1)
+    check_range("algo", "sft_format_noise", algo.sft_format_noise, ge=0, le=1)
+    check_range("algo", "sft_seed", algo.sft_seed, ge=0, le=2**32 - 1, kind=int)
+
 @dataclass
 class PPOConfig:
     """Native PPO hyperparameters (names follow CleanRL/SB3); values live in harness/conf/algo/*.yaml."""
@@ -281,11 +290,7 @@ class GRPOConfig:
         check_range("algo", "sampler_lag", self.sampler_lag, ge=0, le=64, kind=int)
         check_range("algo", "is_clip_max", self.is_clip_max, gt=1)
         check_range("algo", "is_clip_min", self.is_clip_min, ge=0, lt=1)
-        check_range("algo", "sft_steps", self.sft_steps, ge=0, le=100_000, kind=int)
-        check_range("algo", "sft_lr", self.sft_lr, gt=0, le=1)
-        check_range("algo", "sft_digit_noise", self.sft_digit_noise, ge=0, le=1)
-        check_range("algo", "sft_format_noise", self.sft_format_noise, ge=0, le=1)
-        check_range("algo", "sft_seed", self.sft_seed, ge=0, le=2**32 - 1, kind=int)
+        check_warmup(self)
         for name, choices in (("scale", GRPO_SCALES), ("baseline", GRPO_BASELINES), ("loss_agg", LOSS_AGGS), ("model", GRPO_MODELS),
                               ("sampler_precision", SAMPLER_PRECISIONS), ("is_correction", IS_CORRECTIONS),
                               ("kl_estimator", KL_ESTIMATORS), ("lr_decay", LR_DECAYS)):
@@ -410,11 +415,7 @@ class PPOLMConfig:
         check_range("algo", "max_grad_norm", self.max_grad_norm, gt=0)
         check_range("algo", "dropout", self.dropout, ge=0, lt=1)
         check_range("algo", "temperature", self.temperature, gt=0, le=10)
-        check_range("algo", "sft_steps", self.sft_steps, ge=0, le=100_000, kind=int)
-        check_range("algo", "sft_lr", self.sft_lr, gt=0, le=1)
-        check_range("algo", "sft_digit_noise", self.sft_digit_noise, ge=0, le=1)
-        check_range("algo", "sft_format_noise", self.sft_format_noise, ge=0, le=1)
-        check_range("algo", "sft_seed", self.sft_seed, ge=0, le=2**32 - 1, kind=int)
+        check_warmup(self)
         for name, choices in (("model", GRPO_MODELS), ("lr_decay", LR_DECAYS)):
             if getattr(self, name) not in choices:
                 raise ConfigError(f"algo.{name}={getattr(self, name)!r}; valid choices: {', '.join(choices)}")
