@@ -32,6 +32,7 @@ import pandas as pd
 
 from harness.analysis.features import CONFIG_KEYS, as_number, configured_steps
 from harness.analysis.learning import HEALTHY
+from harness.analysis.signatures.base import generating
 from harness.analysis.stats import fisher_greater
 from harness.metrics import REWARD_FN_PREFIX
 
@@ -122,7 +123,7 @@ def _grad_zero(frame: pd.DataFrame, config: Mapping[str, Any]) -> bool | None:
 
 def _kl_ref_zero(frame: pd.DataFrame, config: Mapping[str, Any]) -> bool | None:
     beta = float(config["beta"]) if isinstance(config.get("beta"), (int, float)) else math.nan
-    share = _share(frame, "kl_ref", lambda c: c == 0)
+    share = _share(generating(frame), "kl_ref", lambda c: c == 0)
     if share is None or not math.isfinite(beta) or _too_coarse(frame):
         return None
     return beta > 0 and share >= MOST
@@ -201,7 +202,7 @@ EVIDENCE: dict[str, Evidence] = {e.name: e for e in (
     Evidence("reward_function_exactly_zero", "one of the summed reward functions (reward/<fn>) is exactly 0 on >= 90% "
              "of steps while another is not", _reward_function_zero),
     Evidence("gradient_exactly_zero", "the gradient norm is exactly 0 on >= 90% of steps", _grad_zero),
-    Evidence("kl_ref_exactly_zero", "the KL to the reference is exactly 0 on >= 90% of steps while beta > 0",
+    Evidence("kl_ref_exactly_zero", "the KL to the reference is exactly 0 on >= 90% of generating steps while beta > 0",
              _kl_ref_zero),
     Evidence("groups_all_uniform", "every group's rewards are identical on >= 90% of steps (advantages all 0)",
              _groups_uniform),

@@ -112,6 +112,28 @@ def test_trl_reward_cadence_is_read_as_num_iterations(tmp_path):
     assert any("cadence" in n for n in log.notes)
 
 
+def test_trl_kl_zero_on_every_generating_step_is_read_on_those_steps(tmp_path):
+    """TRL at num_iterations > 1 logs the KL to the reference exactly 0 on the steps that generate when the
+    reference is the policy itself, and not on the steps between (they reuse reference log-probs taken
+    before the policy moved): kl_ref_zero reads the generating steps and fires; the healthy twin's not."""
+    from harness.analysis.signatures import SIGNATURES
+    state = json.loads((DATA / "trl_pinned_ratio" / "healthy" / "trainer_state.json").read_text())
+    logs = {}
+    for name, kl_when_generating in (("frozen", 0.01), ("policy", 0.0)):
+        for row in state["log_history"]:
+            row["kl"] = kl_when_generating if "reward" in row else 0.012     # what TRL logs at beta > 0
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "trainer_state.json").write_text(json.dumps(state))
+        logs[name] = load_log(tmp_path / name / "trainer_state.json")
+    log = logs["policy"]
+    assert 0.4 < (log.metrics["kl_ref"] == 0).mean() < 0.6          # half the rows: below "most" overall
+    fired = SIGNATURES["kl_ref_zero"].check(log.metrics, {"algo": "grpo"})
+    assert fired.fired and "generating" in fired.evidence, fired
+    assert not SIGNATURES["kl_ref_zero"].check(logs["frozen"].metrics, {"algo": "grpo"}).fired
+    r = answer(tmp_path / "policy" / "trainer_state.json")
+    assert r.answer == "reference_not_frozen", (r.answer, r.probabilities)
+
+
 def test_sb3_nan_at_the_first_update_is_non_finite_not_too_short():
     log = load_log(DATA / "sb3_nan" / "progress.csv")
     assert log.metrics["nonfinite"].iloc[0] == 1.0

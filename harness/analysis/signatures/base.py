@@ -83,6 +83,16 @@ def finite(col: pd.Series) -> pd.Series:
     return col[np.isfinite(col)]
 
 
+def generating(rows: pd.DataFrame) -> pd.DataFrame:
+    """The rows of steps that generate. A per-step log that carries the reward on only some rows (TRL
+    logs a generation's rewards on the optimizer step that generates it; the other steps reuse that
+    batch) gives those rows; any other log gives all rows."""
+    if "reward_mean" not in rows:
+        return rows
+    logged = rows["reward_mean"].notna().to_numpy()
+    return rows if logged.all() or not logged.any() else rows[logged]
+
+
 def share_where(rows: pd.DataFrame, metric: str, test: Callable[[pd.Series], pd.Series],
                 what: str) -> tuple[float, str]:
     """The share of updates (with a finite ``metric``) where ``test`` holds."""

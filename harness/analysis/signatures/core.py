@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from harness.analysis.signatures.base import EXACT, MOST, finite, share_where, signature
+from harness.analysis.signatures.base import EXACT, MOST, finite, generating, share_where, signature
 
 
 @signature("ratio_pinned", "ratio_dev_max", "importance ratio exactly 1 (max |r - 1| < 1e-6) on >= 90% of updates",
@@ -185,10 +185,15 @@ def groups_uniform(post: pd.DataFrame, meta: dict) -> tuple[float, str]:
     return share_where(post, "frac_reward_zero_std", lambda c: c == 1, "frac_reward_zero_std == 1")
 
 
-@signature("kl_ref_zero", "kl_ref", "GRPO: KL to the reference exactly 0 on >= 90% of updates", threshold=MOST,
-           direction="at_least")
+@signature("kl_ref_zero", "kl_ref",
+           "GRPO: KL to the reference exactly 0 on >= 90% of the updates that generate (a log that reuses "
+           "each generation batch, as TRL's at num_iterations > 1, is read on the generating steps: the "
+           "steps between them reuse reference log-probs from before the policy moved)",
+           threshold=MOST, direction="at_least")
 def kl_ref_zero(post: pd.DataFrame, meta: dict) -> tuple[float, str]:
-    return share_where(post, "kl_ref", lambda c: c.abs() <= 1e-9, "kl_ref == 0")
+    rows = generating(post)
+    what = "kl_ref == 0" if len(rows) == len(post) else "kl_ref == 0 on generating steps:"
+    return share_where(rows, "kl_ref", lambda c: c.abs() <= 1e-9, what)
 
 
 @signature("kl_ref_explodes", "kl_ref", "GRPO: KL to the reference above 20 per token at some update",
