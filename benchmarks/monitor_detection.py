@@ -277,6 +277,8 @@ def one_realworld(group: str, fault: str, path: Path, model_file: Path) -> dict[
     except Exception:  # an unreadable log is left out (realworld.md lists them)
         return None
     model = pick_model(load_models(model_file), log.algo, log.profile)
+    if model is None:      # no model fitted for the log's algorithm (PPO-LM): the monitor's model-free answers
+        return None        # are not what this benchmark measures
     return {**score_log(model, log.metrics, dict(log.config), log.algo, fault, 0, group), "family": group}
 
 

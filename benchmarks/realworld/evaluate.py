@@ -6,7 +6,8 @@ trivial and rule baselines.
 
 Reads the label files of the frameworks present under ``--root`` (``<root>/<framework>/labels.json``:
 ``sb3`` from sb3_runs.py, ``cleanrl`` from cleanrl_runs.py, ``trl`` from trl_runs.py with its two
-settings, ``trl-harness`` from trl_backend_logs.py; any other directory is skipped). For every log:
+settings, ``trl-harness`` from trl_backend_logs.py, ``trl_ppo`` from trl_ppo_runs.py; any other directory is
+skipped). For every log:
 
 - the diagnosis, as a user gets it: ``python -m harness.diagnose log=<path> output=json`` in a
   subprocess, no profile given (the dialect is auto-detected) — SB3's ``progress.csv``, CleanRL's
@@ -94,6 +95,9 @@ LOG_LIMITS: dict[tuple[str, str], str] = {
                                    "(a generation, hence reward rows, every step) against num_iterations=2 in the args",
     ("trl", "reference_not_frozen"): "partly: kl is logged only when beta != 0; with the reference = the policy it is "
                                      "exactly 0 at num_iterations=1",
+    ("trl_ppo", "vf_coef_too_large"): "cannot reveal: PPOTrainer's value model is a network of its own whose only "
+                                      "loss is the value term, so Adam's per-parameter step cancels a 100x vf_coef; "
+                                      "trl_ppo_runs.py's vf_huge runs log what the healthy runs log",
     ("trl", "kl_penalty_sign_flip"): "partly: a negative beta is in the args when set in GRPOConfig; flipped in code, "
                                      "only a kl growing faster than at the configured beta shows",
     # CleanRL (cleanrl/ppo.py, ppo_continuous_action.py at fe8d8a03): TensorBoard scalars charts/episodic_return
@@ -164,10 +168,12 @@ EXPECTED: dict[str, dict[str, str]] = {
     "trl": {"profile": "trl", "algo": "grpo"},
     # TRL's own trainer_state.json of the harness's backend=trl runs (trl_backend_logs.py)
     "trl-harness": {"profile": "trl", "algo": "grpo"},
+    # TRL's PPOTrainer (trl_ppo_runs.py): PPO with a value model on a language model
+    "trl_ppo": {"profile": "trl_ppo", "algo": "ppo_lm"},
 }
 #: the log each framework's label points at (the primary log), by kind
 PRIMARY_KIND = {"sb3": "progress.csv", "cleanrl": "tensorboard", "trl": "trainer_state.json",
-                "trl-harness": "trainer_state.json"}
+                "trl-harness": "trainer_state.json", "trl_ppo": "trainer_state.json"}
 #: TRL's settings (labels' "setting"), each reported as its own row beside TRL as a whole
 SETTINGS = {"script": "trl (script)", "trl_defaults": "trl (defaults)"}
 #: the rule sets streamed beside the diagnosis (harness.analysis.scores.RULE_SETS; tests/logs/test_realworld.py
@@ -295,7 +301,7 @@ def tensorboard_subset(label: dict[str, Any]) -> bool:
     """The logs also diagnosed from their TensorBoard run (fixed before looking at any answer)."""
     if label["framework"] == "sb3":
         return label["env"] in ("CartPole-v1", "Pendulum-v1")
-    return label["framework"] == "trl" and label["seed"] in (0, 1)
+    return label["framework"] in ("trl", "trl_ppo") and label["seed"] in (0, 1)
 
 
 def tasks(root: Path, tensorboard: str = "subset", limit: int | None = None) -> list[dict[str, Any]]:
@@ -525,7 +531,7 @@ def scopes(records: Sequence[dict[str, Any]]) -> dict[tuple[str, str], list[dict
     for r in records:
         for g in groups_of(r):
             out[(g, r["log"])].append(r)
-    rank = {g: i for i, g in enumerate(["sb3", "cleanrl", "trl", *SETTINGS.values(), "trl-harness", "all"])}
+    rank = {g: i for i, g in enumerate(["sb3", "cleanrl", "trl", *SETTINGS.values(), "trl-harness", "trl_ppo", "all"])}
     return dict(sorted(out.items(), key=lambda kv: (rank.get(kv[0][0], len(rank)), kv[0][0], kv[0][1] != "primary")))
 
 
@@ -566,7 +572,7 @@ def per_fault(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     cells: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)
     for r in records:
         cells[(r["group"], r["log"], r["fault"])].append(r)
-    rank = {g: i for i, g in enumerate(["sb3", "cleanrl", *SETTINGS.values(), "trl", "trl-harness"])}
+    rank = {g: i for i, g in enumerate(["sb3", "cleanrl", *SETTINGS.values(), "trl", "trl-harness", "trl_ppo"])}
     rows = []
     for (group, log, fault), rs in sorted(cells.items(), key=lambda kv: (rank.get(kv[0][0], 99), kv[0][0],
                                                                         kv[0][1] != "primary", kv[0][2] != HEALTHY,
@@ -921,7 +927,7 @@ def write(out: Path, summary: dict[str, Any], meta: dict[str, Any], records: Ite
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--root", type=Path, default=DEFAULT_ROOT,
-                        help="the generators' output: <root>/{sb3,cleanrl,trl,trl-harness}/labels.json")
+                        help="the generators' output: <root>/{sb3,cleanrl,trl,trl-harness,trl_ppo}/labels.json")
     parser.add_argument("--jobs", type=int, default=2, help="logs diagnosed at once")
     parser.add_argument("--tensorboard", choices=["subset", "all", "none"], default="subset")
     parser.add_argument("--catalogue", type=Path, default=DEFAULT_CATALOGUE,

@@ -46,7 +46,8 @@ from harness.store import atomic_write_parquet
 
 PREFIXES = (0.3, 0.6, 1.0)
 #: views a model is fitted for, per algorithm (a view's profile must apply to the algorithm)
-VIEWS = {"ppo": ("canonical", "sb3", "cleanrl", "verl"), "grpo": ("canonical", "trl", "verl")}
+VIEWS = {"ppo": ("canonical", "sb3", "cleanrl", "verl"), "grpo": ("canonical", "trl", "verl"),
+         "ppo_lm": ("canonical", "trl_ppo", "verl")}
 ONSET_MARGIN = 1           # updates after the onset before a prefix counts as faulty
 #: example columns that are not model inputs (labels, bookkeeping, the sampled values, evidence)
 EVIDENCE_PREFIX = "ev:"

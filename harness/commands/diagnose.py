@@ -186,7 +186,10 @@ def verdict(d: Diagnosis) -> list[str]:
         return [f"answer: too short to judge ({r.n_rows} training steps; the diagnosis needs >= {r.min_rows})"]
     rule = (f"P(anomalous) = {r.anomalous:.2f} (a fault this log can show) "
             f"{'<' if r.anomalous < r.threshold else '>='} {r.threshold:.2f}")
-    if r.basis == "evidence":
+    if d.model is None:
+        rule = (f"formed from the invariants and exact signatures alone: no model is fitted on {d.view} "
+                "runs of this kind yet, so no scale signature's threshold is calibrated for them")
+    elif r.basis == "evidence":
         rule = ("formed from the invariants and signatures alone: " + (
             f"the log lies outside the model's training range in {len(r.unlike_training)} quantities"
             if len(r.unlike_training) >= OUT_OF_RANGE else "no fault the model ranks has support in this log")
@@ -215,7 +218,10 @@ def verdict(d: Diagnosis) -> list[str]:
         lines.append("unlike every training log of this view in: " + ", ".join(
             f"{name} ({side})" for name, side in r.unlike_training.items())
             + " -- the model reads those as the most extreme training value; weigh the answer accordingly")
-    if r.invisible:
+    if r.invisible and d.model is None:
+        lines.append("faults this log cannot show without a fitted model (their expected signatures are all scale "
+                     "signatures): " + ", ".join(r.invisible))
+    elif r.invisible:
         lines.append(f"faults this log cannot show (their runs look healthy in the {d.view} view and no evidence "
                      "here shows them): " + ", ".join(r.invisible))
     return lines
@@ -224,7 +230,7 @@ def verdict(d: Diagnosis) -> list[str]:
 def report(d: Diagnosis, top: int) -> list[str]:
     """Top-down, as an argument: broken invariants and fired signatures, the answer they support and
     what to check, the exact evidence, then the model and its probabilities."""
-    card = d.model.info
+    card = d.model.info if d.model is not None else {}
     oos = card.get("out_of_sample") or {}
     r = d.result
     lines = ["", *invariant_lines(r),
@@ -235,6 +241,10 @@ def report(d: Diagnosis, top: int) -> list[str]:
         lines.append("ruled out (every expected signature this log can read stays silent, nothing else shows "
                      "them): " + ", ".join(r.ruled_out))
     lines += [evidence.report_line(name, ev) for name, ev in r.evidence.items()]
+    if d.model is None:
+        lines.append(f"model: none fitted on runs of this kind ({r.n_rows} steps read; the harness trains them as "
+                     "algo=ppo_lm; a catalogue built with its cells adds one)")
+        return lines + _expected_lines(d)
     lines.append(f"model: {d.model.algo} in the {d.view} view, fitted on {card.get('n_runs', '?')} of the "
                  f"harness's training runs" + (
                      f"; out of sample (held-out runs): healthy called healthy {oos['healthy_called_healthy']:.0%}, "
@@ -244,10 +254,14 @@ def report(d: Diagnosis, top: int) -> list[str]:
                  "the model's own in brackets" + ("; a hint only" if r.basis != "model" else "") + "):")
     lines += [f"  {name:28s} {p:6.3f}  ({r.model_probabilities.get(name, float('nan')):.3f})"
               for name, p in list(r.probabilities.items())[:top]]
-    if d.expected:
-        lines.append(f"{r.answer}'s expected signature in this log:")
-        lines += [f"  - {name}: {what}" for name, what in d.expected.items()]
-    return lines
+    return lines + _expected_lines(d)
+
+
+def _expected_lines(d: Diagnosis) -> list[str]:
+    if not d.expected:
+        return []
+    return [f"{d.result.answer}'s expected signature in this log:",
+            *(f"  - {name}: {what}" for name, what in d.expected.items())]
 
 
 def against_reference(cfg: DictConfig, ref: LoadedLog, c: Comparison, top: int) -> list[str]:

@@ -129,11 +129,12 @@ def expected_status(res: signatures.Result | None) -> str:
 
 @dataclass
 class Diagnosis:
-    """The model's answer on a log (:class:`Answer`), with the signatures that fire in it."""
+    """The model's answer on a log (:class:`Answer`), with the signatures that fire in it. ``model``
+    is None where none is fitted for the log's algorithm (the answer rests on the evidence alone)."""
 
     result: Answer
     view: str
-    model: DiagnosisModel
+    model: DiagnosisModel | None
     fired: dict[str, signatures.Result] = field(default_factory=dict)
     expected: dict[str, str] = field(default_factory=dict)    # the answer's expected signature -> what it shows
 
@@ -154,13 +155,16 @@ class Diagnosis:
         return self.result.anomalous
 
 
-def pick_model(models: dict[tuple[str, str], DiagnosisModel], algo: str, profile: str) -> DiagnosisModel:
+def pick_model(models: dict[tuple[str, str], DiagnosisModel], algo: str, profile: str) -> DiagnosisModel | None:
     """The model of the log's algorithm and framework view (a profile without a model of its own,
-    e.g. a plain CSV, uses the canonical one)."""
+    e.g. a plain CSV, uses the canonical one); None for an algorithm the harness trains but no model
+    was fitted on (its log is answered from the evidence alone: :func:`evidence_only`)."""
     view = profile if profile in VIEWS.get(algo, ()) else "canonical"
     for key in ((algo, view), (algo, "canonical")):
         if key in models:
             return models[key]
+    if any(algo in FAULTS[f].algos for f in FAULTS):
+        return None
     raise ConfigError(f"the diagnosis model has nothing for algo={algo} (it has: "
                       f"{', '.join(sorted({a for a, _ in models}))}); rebuild it with python -m harness.catalogue")
 
@@ -265,13 +269,58 @@ def judge(model: DiagnosisModel, frame: pd.DataFrame, config: dict[str, Any], si
     return replace(answer, support={f: support[f] for f in named if support.get(f)})
 
 
-def answer_frame(model: DiagnosisModel, frame: pd.DataFrame, config: dict[str, Any],
+def evidence_only(algo: str, frame: pd.DataFrame, config: dict[str, Any],
+                  sigs: dict[str, signatures.Result]) -> Answer:
+    """The answer where no model is fitted for the log's algorithm: the invariants and the exact
+    signatures alone. A decisive broken invariant answers its class. Otherwise the faults of this
+    algorithm whose exact expected signatures fire (not a calibrated scale signature: no threshold is
+    fitted for these runs) are named, most fired first (one: the fault; several: their class);
+    a broken invariant that is not decisive, or a scale signature that fires, gives "anomalous,
+    cause unknown"; nothing gives healthy, with the faults only scale would show listed as ones
+    this log cannot show without a model."""
+    breaks = invariants.broken(invariants.check(frame, config))
+    decisive = invariants.decisive()
+    listed = tuple({"invariant": b.invariant, "class": b.fault_class, "steps": list(b.steps), "n_steps": b.n_steps,
+                    "of": b.of, "shows": b.shows, "decisive": b.invariant in decisive, "line": b.line()}
+                   for b in breaks)
+    mine = [f for f in FAULTS if f != "none" and algo in FAULTS[f].algos]
+    exact = {n for n, sig in signatures.SIGNATURES.items() if not sig.calibrated}
+    fired = {f: [n for n in FAULTS[f].expected if n in exact and n in sigs and sigs[n].fired] for f in mine}
+    support = {f: tuple(f"{n} fires ({sigs[n].evidence})" for n in fired[f])
+               + tuple(f"invariant {b.invariant} broken ({invariants.CLASSES[b.fault_class].meaning})"
+                       for b in breaks if f in invariants.CLASSES[b.fault_class].candidates) for f in mine}
+    scale_only = tuple(f for f in mine if not any(n in exact for n in FAULTS[f].expected))
+    base = Answer(HEALTHY, HEALTHY, {}, {}, anomalous=0.0, threshold=0.5, healthy_weight=1.0,
+                  unknown_threshold=float("nan"), invisible=scale_only, n_rows=len(frame), min_rows=0,
+                  basis="evidence", broken=listed)
+    first = next((b for b in breaks if b.invariant in decisive), None)
+    if first is not None:
+        cls = invariants.CLASSES[first.fault_class]
+        members = tuple(f for f in cls.candidates if f in mine) or tuple(f for f in cls.candidates if f in FAULTS)
+        best = max(members, key=lambda f: len(fired.get(f, ())))
+        return replace(base, answer=best, kind="class", members=members, anomalous=1.0, invisible=(),
+                       settings=(cls.check,), basis="invariants", fault_class=first.fault_class,
+                       support={f: support[f] for f in members if support.get(f)})
+    named = sorted((f for f in mine if fired[f]), key=lambda f: -len(fired[f]))
+    if named:
+        top = [f for f in named if len(fired[f]) == len(fired[named[0]])]
+        return replace(base, answer=top[0], kind="fault" if len(top) == 1 else "class", members=tuple(top),
+                       anomalous=1.0, invisible=(), support={f: support[f] for f in top})
+    if breaks or any(r.fired for n, r in sigs.items() if n in exact):
+        return replace(base, answer=UNKNOWN, kind=UNKNOWN, anomalous=1.0, invisible=())
+    return base
+
+
+def answer_frame(model: DiagnosisModel | None, frame: pd.DataFrame, config: dict[str, Any],
                  space: dict[str, Any] | None = None, recent: int | None = None, profile: str = "canonical",
-                 n_actions: int | None = None, optimizer_steps: int | None = None) -> Answer:
+                 n_actions: int | None = None, optimizer_steps: int | None = None, algo: str | None = None) -> Answer:
     """The answer on a canonical frame (a log, or the updates a monitor has seen so far): :func:`judge`
-    with the signatures read on the frame."""
+    with the signatures read on the frame; :func:`evidence_only` where no model is fitted (``algo``)."""
+    algo = model.algo if model is not None else algo
     n = n_actions or ((space or {}).get("n") if (space or {}).get("type") == "discrete" else None)
-    sigs = frame_signatures(frame, frame_context(model.algo, config, profile, n, optimizer_steps))
+    sigs = frame_signatures(frame, frame_context(algo, config, profile, n, optimizer_steps))
+    if model is None:
+        return evidence_only(algo, frame, config, sigs)
     return judge(model, frame, config, sigs, space, recent)
 
 
@@ -279,14 +328,18 @@ def diagnose_log(log: LoadedLog, models: dict[tuple[str, str], DiagnosisModel], 
                  optimizer_steps: int | None = None) -> Diagnosis:
     """Diagnose a log already in canonical form."""
     model = pick_model(models, log.algo, log.profile)
-    space = {"type": "discrete", "n": int(n_actions)} if n_actions and model.view == "canonical" else None
     sigs = log_signatures(log, context(log, n_actions, optimizer_steps))
-    result = judge(model, log.metrics, dict(log.config), sigs, space)
+    if model is None:
+        result = evidence_only(log.algo, log.metrics, dict(log.config), sigs)
+    else:
+        space = {"type": "discrete", "n": int(n_actions)} if n_actions and model.view == "canonical" else None
+        result = judge(model, log.metrics, dict(log.config), sigs, space)
     expected = {}
     for fault in (result.members or ((result.answer,) if result.answer in FAULTS else ())):
         for name in FAULTS[fault].expected:
             expected.setdefault(name, expected_status(sigs.get(name)))
-    return Diagnosis(result, model.view, model, {k: v for k, v in sigs.items() if v.fired}, expected)
+    view = model.view if model is not None else log.profile
+    return Diagnosis(result, view, model, {k: v for k, v in sigs.items() if v.fired}, expected)
 
 
 def diagnose(log_path: str | Path, profile: str | dict[str, Any] = "auto", catalogue: str | Path | None = None,
@@ -299,5 +352,5 @@ def diagnose(log_path: str | Path, profile: str | dict[str, Any] = "auto", catal
     return log, diagnose_log(log, load_models(find_model(results_dir, catalogue)), n_actions, optimizer_steps)
 
 
-__all__ = ["DIRECTIONS_FILE", "HEALTHY", "PACKAGED_MODEL", "TOO_SHORT", "UNKNOWN", "OUT_OF_RANGE", "Diagnosis", "answer_frame", "compare_logs", "judge", "model_answer", "model_inputs",
+__all__ = ["DIRECTIONS_FILE", "HEALTHY", "PACKAGED_MODEL", "TOO_SHORT", "UNKNOWN", "OUT_OF_RANGE", "Diagnosis", "answer_frame", "compare_logs", "evidence_only", "judge", "model_answer", "model_inputs",
            "diagnose", "diagnose_log", "find_model", "load_directions", "log_signatures", "model_path"]

@@ -211,8 +211,8 @@ def _coerce(value: Any) -> Any:
 
 def setting_name(algo: str, name: str) -> str:
     """A profile's harness name for a setting, in ``algo``'s terms: the passes over a batch are
-    ``n_epochs`` for PPO and ``num_iterations`` for GRPO, whichever the framework calls them."""
-    if algo == "ppo" and name == "num_iterations":
+    ``n_epochs`` for PPO (and PPO-LM) and ``num_iterations`` for GRPO, whichever the framework calls them."""
+    if algo in ("ppo", "ppo_lm") and name == "num_iterations":
         return "n_epochs"
     if algo == "grpo" and name == "n_epochs":
         return "num_iterations"
@@ -276,13 +276,16 @@ def checked_value(schema: type, key: str, value: Any) -> Any:
 
 
 # ---- the canonical frame -----------------------------------------------------------------------
-def _infer_algo(profile: Profile, used: dict[str, str], algo: str | None) -> str:
+def _infer_algo(profile: Profile, used: dict[str, str], algo: str | None, keys: list[str]) -> str:
+    """The log's algorithm: given, the profile's own, else from what it logs. A critic makes it PPO
+    (verl logs actor/kl_loss either way), on a language model (a name only such a run logs: verl's
+    prompt_length/mean) PPO-LM; GRPO's group metrics make it GRPO."""
     if algo is not None:
         return algo
     if profile.algo:
         return profile.algo
-    if any(m in used for m in PPO_ONLY):            # a critic: PPO (verl logs actor/kl_loss either way)
-        return "ppo"
+    if any(m in used for m in PPO_ONLY):
+        return "ppo_lm" if any(k in profile.language_model for k in keys) else "ppo"
     if any(m in used for m in GRPO_ONLY) or any(m.startswith("reward/") for m in used):
         return "grpo"
     return "grpo" if profile.name in ("trl", "verl") else "ppo"
@@ -321,26 +324,6 @@ def _nothing_earned(prof: Profile) -> str:
     written = f" ({prof.name} writes it as {' or '.join(names[:2])})" if names else ""
     return (f"the log holds no episode return or reward{written}: a fault that shows only in what the agent "
             f"earns cannot be seen here, and the answer rests on the optimisation metrics alone")
-
-
-class OutOfScope(ConfigError):
-    """The log is a kind of run no harness run is like (PPO with a value model on a language model)."""
-
-
-def _refuse_language_model_ppo(prof: Profile, keys: list[str], used: dict[str, str]) -> None:
-    """A one-line error for PPO with a value model on a language model (verl's PPO, TRL's PPOTrainer): the
-    harness's PPO runs are control tasks and its GRPO runs have no value model, so every PPO model would
-    read the log off its range (a language model's learning rate, lengths and rewards) and name a fault
-    for that alone. ``algo=grpo`` reads the policy's metrics as a GRPO run's."""
-    marks = [k for k in keys if k in prof.language_model]
-    if not marks:
-        return
-    critic = [used[m] for m in PPO_ONLY if m in used]
-    raise OutOfScope(f"the log is {prof.framework.split()[0]}'s PPO with a value model on a language model (it logs "
-                     f"{', '.join([*critic[:2], *marks[:1]])}): the harness trains PPO on control tasks and GRPO "
-                     f"without a value model, so no model here was fitted on runs like it; algo=grpo reads the "
-                     f"policy's metrics as a GRPO run's anyway (the value model's are not used, and a language "
-                     f"model's learning rate and lengths lie off the GRPO runs' range too)")
 
 
 def _resolve_profile(raw: RawLog, profile: str | dict | Profile) -> tuple[Profile, bool]:
@@ -438,9 +421,11 @@ def to_canonical(log: RawLog | pd.DataFrame, profile: str | dict | Profile = "au
         went_bad = np.isin(out["update"].to_numpy(), sorted(logged_bad))
         out["nonfinite"] = went_bad.astype(float) if watched else np.nan
 
-    resolved = _infer_algo(prof, used, algo)
-    if algo is None and resolved == "ppo":
-        _refuse_language_model_ppo(prof, all_keys, used)
+    resolved = _infer_algo(prof, used, algo, all_keys)
+    for metric, why in prof.not_read_for.get(resolved, {}).items():
+        if metric in used:
+            notes.append(f"{used.pop(metric)} not read: {why}")
+            out[metric] = np.nan
     if not any(m in used for m in EARNED):
         notes.append(_nothing_earned(prof))
     mapped_config = map_config(prof, raw.config, resolved, config)

@@ -63,9 +63,12 @@ class Profile:
     #: train/policy_loss, PPO train/policy_gradient_loss): a log with one of them and none of the
     #: clipped-surrogate metrics (approx_kl, clip fraction, ratio) is refused unless algo= is given
     other_algos: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    #: names only a language model's run logs (verl: prompt_length/mean; TRL's PPOTrainer: val/num_eos_tokens):
-    #: a PPO log holding one is PPO with a value model on a language model, which no harness run is
+    #: names only a language model's run logs (verl: prompt_length/mean): a PPO log holding one is PPO
+    #: with a value model on a language model (algo ppo_lm)
     language_model: tuple[str, ...] = ()
+    #: per algorithm, canonical metrics the framework logs with another meaning there -> why (verl's
+    #: critic/advantages/mean in PPO is of the whitened advantages: 0 by construction): not read
+    not_read_for: dict[str, dict[str, str]] = field(default_factory=dict)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Profile:

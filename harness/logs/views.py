@@ -327,6 +327,40 @@ def render_trl(run: StoredRun) -> RawLog:
     return RawLog(rec.frame(), config, "trl view", "memory")
 
 
+# ---- TRL PPOTrainer -------------------------------------------------------------------------
+def render_trl_ppo(run: StoredRun) -> RawLog:
+    """A PPO-LM run as TRL's PPOTrainer (0.12+) logs it: one Trainer.log row per update (step from 1),
+    the policy and value statistics averaged over the update's minibatches and epochs, the value loss
+    as 0.5 x the clipped MSE, objective/* from the batch, val/num_eos_tokens the batch's EOS count."""
+    rec = Records()
+    hp = run.hp()
+    batch = int(hp["n_prompts"]) * int(hp.get("group_size", 1))
+    for _, m in run.metrics.iterrows():
+        step = int(_get(m, "update")) + 1
+        rec.new_row()
+        rec.add(step, "eps", 0)
+        rec.add(step, "objective/kl", _get(m, "kl_ref_sum"))
+        rec.add(step, "objective/non_score_reward", _get(m, "non_score_reward"))
+        rec.add(step, "objective/rlhf_reward", _get(m, "rlhf_reward"))
+        rec.add(step, "objective/scores", _get(m, "reward_mean"))
+        rec.add(step, "policy/approxkl_avg", _get(m, "approx_kl"))
+        rec.add(step, "policy/clipfrac_avg", _get(m, "clipfrac_binding"))
+        rec.add(step, "loss/policy_avg", _get(m, "policy_loss"))
+        value_loss = _get(m, "value_loss")
+        rec.add(step, "loss/value_avg", None if value_loss is None else 0.5 * value_loss)
+        rec.add(step, "val/clipfrac_avg", _get(m, "value_clipfrac"))
+        rec.add(step, "policy/entropy_avg", _get(m, "entropy"))
+        rec.add(step, "val/ratio", _get(m, "ratio_mean"))
+        rec.add(step, "val/ratio_var", _get(m, "ratio_var"))
+        clipped = _get(m, "response_clip_ratio")
+        rec.add(step, "val/num_eos_tokens", None if clipped is None else round(batch * (1.0 - clipped)))
+        rec.add(step, "lr", _get(m, "lr"))
+        rec.add(step, "episode", step * batch)
+    config = _framework_config("trl_ppo", run.configured())
+    config.update(per_device_train_batch_size=batch, logging_steps=1)
+    return RawLog(rec.frame(), config, "trl_ppo view", "memory")
+
+
 # ---- verl ----------------------------------------------------------------------------------
 def render_verl(run: StoredRun) -> RawLog:
     """One row per global step (from 1): actor/pg_loss and actor/kl_loss summed over mini-batches
@@ -334,6 +368,11 @@ def render_verl(run: StoredRun) -> RawLog:
     rec = Records()
     hp = run.hp()
     grpo = run.algo == "grpo"
+    # verl's PPO whitens its GAE advantages before logging their mean: a PPO-LM run's raw mean is not shown
+    shown_adv = None if run.algo == "ppo_lm" else "adv_mean"
+    task = ((run.meta.get("config") or {}).get("env") or {}).get("kwargs") or {}
+    # <s> and min_prompt_len..prompt_len digits, uniformly (harness/envs/toyseq.py)
+    prompt_tokens = 1 + (task.get("min_prompt_len", 2) + task.get("prompt_len", 5)) / 2
     beta = float(hp.get("beta", 0.0)) if grpo else 0.0
     for _, m in run.metrics.iterrows():
         u = int(_get(m, "update"))
@@ -357,11 +396,14 @@ def render_verl(run: StoredRun) -> RawLog:
         rec.add(step, "training/epoch", 0)
         rec.add(step, "critic/score/mean", _get(m, "reward_mean"))
         rec.add(step, "critic/rewards/mean", _get(m, "reward_mean"))
-        rec.add(step, "critic/advantages/mean", _get(m, "adv_mean"))
+        rec.add(step, "critic/advantages/mean", 0.0 if shown_adv is None else _get(m, shown_adv))
         if not grpo:
             rec.add(step, "critic/values/mean", _get(m, "value_mean"))
             rec.add(step, "critic/vf_explained_var", _get(m, "explained_variance"))
-        else:
+        if run.algo == "ppo_lm":
+            rec.add(step, "critic/vf_clipfrac", _mean(_col(s, "value_clipfrac")))
+            rec.add(step, "prompt_length/mean", prompt_tokens)
+        if run.algo in ("grpo", "ppo_lm"):
             rec.add(step, "response_length/mean", _get(m, "length_mean"))
             rec.add(step, "response_length/clip_ratio", _get(m, "response_clip_ratio"))
     return RawLog(rec.frame(), _framework_config("verl", run.configured()), "verl view", "memory")
@@ -369,7 +411,7 @@ def render_verl(run: StoredRun) -> RawLog:
 
 VIEWS: dict[str, Callable[[StoredRun], RawLog]] = {
     "canonical": render_canonical, "cleanrl": render_cleanrl, "sb3": render_sb3, "trl": render_trl,
-    "verl": render_verl,
+    "trl_ppo": render_trl_ppo, "verl": render_verl,
 }
 
 

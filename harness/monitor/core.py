@@ -295,8 +295,9 @@ class Monitor:
         """The answer on a canonical log and the alarms it raises (also used by ``watch`` on files)."""
         if self.detector is not None:
             return self.feed(log)
-        model: DiagnosisModel = pick_model(self._models, log.algo, log.profile)
-        answer = answer_frame(model, log.metrics, dict(log.config), recent=self.recent, profile=log.profile)
+        model: DiagnosisModel | None = pick_model(self._models, log.algo, log.profile)
+        answer = answer_frame(model, log.metrics, dict(log.config), recent=self.recent, profile=log.profile,
+                              algo=log.algo)
         self.last = answer
         self.checks += 1
         step = float(log.metrics["step"].iloc[-1]) if "step" in log.metrics and len(log.metrics) else math.nan

@@ -45,7 +45,8 @@ def verl_log(tmp_path) -> Path:
 
 def test_published_model_is_in_the_repo_with_out_of_sample_scores():
     models = load_models(model_path(CATALOGUE))
-    assert {(algo, view) for algo, views in VIEWS.items() for view in views} <= set(models)
+    # every view of PPO and GRPO; PPO-LM has no dataset runs yet, so its logs are answered from the evidence alone
+    assert {(algo, view) for algo, views in VIEWS.items() for view in views if algo != "ppo_lm"} <= set(models)
     card = json.loads((CATALOGUE / "model" / "model_card.json").read_text())
     for name, entry in card["models"].items():
         oos = entry["out_of_sample"]
@@ -259,7 +260,7 @@ def test_a_missing_or_foreign_model_is_one_line(tmp_path, diverse_model, damage,
 @pytest.mark.parametrize("content, args, message", [
     ("a,b\n1,2\n", ["profile=verl"], "the log has none of the metrics profile=verl knows"),
     (None, ["profile=verl"], "no such file"),
-    ("a,b\n1,2\n", ["profile=chainer"], "unknown profile 'chainer'; valid choices: auto, canonical, cleanrl, sb3, trl, verl"),
+    ("a,b\n1,2\n", ["profile=chainer"], "unknown profile 'chainer'; valid choices: auto, canonical, cleanrl, sb3, trl, trl_ppo, verl"),
 ])
 def test_bad_logs_are_one_line_errors(tmp_path, content, args, message):
     path = tmp_path / "log.csv"

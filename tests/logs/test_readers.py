@@ -13,7 +13,7 @@ import pytest
 
 from harness.config import ConfigError
 from harness.detection.base import opaque_id
-from harness.logs import RawLog, load_log, read, to_canonical
+from harness.logs import RawLog, load_log, load_profile, read, to_canonical
 from harness.logs.views import StoredRun, render
 from harness.logs.writers import FORMATS, write
 from tests.commands import Ran, run
@@ -193,17 +193,18 @@ def test_a_log_without_a_return_or_reward_says_so():
     assert not any("no episode return" in n for n in load_log(CLEANRL_RUN).notes)
 
 
-def test_ppo_on_a_language_model_is_refused_in_one_line():
-    """verl's PPO (a value model, and prompt lengths only a language model's run logs) is no run the
-    harness trains: refused in one line that says why and how to read it anyway (algo=grpo or algo=ppo)."""
-    from harness.logs.canonical import OutOfScope
-
-    with pytest.raises(OutOfScope, match=r"verl's PPO with a value model on a language model \(it logs "
-                                         r"critic/values/mean, critic/vf_loss, prompt_length/mean\).*algo=grpo"):
-        load_log(DATA / "verl" / "console_v01_ppo.log")
+def test_verl_ppo_with_a_critic_is_read_as_ppo_on_a_language_model_and_answered():
+    """verl's PPO (a value model, and prompt lengths only a language model's run logs) is PPO-LM: read with
+    its critic's metrics (the whitened advantage mean is not read) and answered, not refused."""
+    log = load_log(DATA / "verl" / "console_v01_ppo.log")
+    assert log.algo == "ppo_lm" and log.profile == "verl"
+    assert {"value_mean", "value_loss", "value_clipfrac", "reward_mean"} <= set(log.used)
+    assert "adv_mean" not in log.used and any("whitens" in n for n in log.notes)
+    assert log.config["kl_coef"] == 0.001 and log.config["n_epochs"] == 1
     assert load_log(DATA / "verl" / "console_v01_ppo.log", algo="grpo").algo == "grpo"
     out = command("harness.diagnose", f"log={DATA / 'verl' / 'console_v01_ppo.log'}", f"results_dir={RESULTS}")
-    assert out.returncode == 2 and out.stderr.count("\n") == 1 and "value model on a language model" in out.stderr
+    assert out.returncode == 0, out.stderr
+    assert "algorithm ppo_lm" in out.stdout and "formed from the invariants and exact signatures alone" in out.stdout
 
 
 @pytest.mark.parametrize("log, dialect", [
@@ -468,18 +469,32 @@ def test_a_log_of_another_algorithm_of_the_framework_is_refused(keys, whose):
     assert "\n" not in str(info.value)
 
 
-def test_trl_ppo_trainer_on_a_language_model_is_refused_and_algo_grpo_reads_it():
-    """TRL's PPOTrainer (a value model; val/num_eos_tokens and objective/rlhf_reward, names only a language
-    model's run logs) is refused like verl's PPO; ``algo=grpo`` reads the policy's metrics anyway."""
-    from harness.logs.canonical import OutOfScope
+NEW_PPO_TRAINER = ["loss/policy_avg", "loss/value_avg", "val/clipfrac_avg", "policy/approxkl_avg", "policy/clipfrac_avg",
+                   "policy/entropy_avg", "objective/kl", "objective/entropy", "objective/non_score_reward",
+                   "objective/rlhf_reward", "objective/scores", "val/num_eos_tokens", "val/ratio", "val/ratio_var",
+                   "lr", "eps", "episode"]
+OLD_PPO_TRAINER = ["objective/kl", "objective/kl_coef", "objective/entropy", "ppo/mean_non_score_reward", "ppo/mean_scores",
+                   "ppo/std_scores", "env/reward_mean", "env/reward_std", "ppo/loss/policy", "ppo/loss/value",
+                   "ppo/loss/total", "ppo/policy/entropy", "ppo/policy/approxkl", "ppo/policy/policykl",
+                   "ppo/policy/clipfrac", "ppo/policy/advantages_mean", "ppo/policy/ratio", "ppo/returns/mean",
+                   "ppo/val/vpred", "ppo/val/error", "ppo/val/clipfrac", "ppo/val/var_explained", "ppo/learning_rate",
+                   "tokens/responses_len_mean", "time/ppo/total"]
 
-    keys = ["loss/policy_avg", "loss/value_avg", "val/clipfrac_avg", "policy/approxkl_avg", "policy/clipfrac_avg",
-            "policy/entropy_avg", "objective/kl", "objective/rlhf_reward", "objective/scores", "val/num_eos_tokens",
-            "val/ratio", "lr", "eps", "episode"]
-    with pytest.raises(OutOfScope, match=r"^the log is TRL's PPO with a value model on a language model \(it logs "
-                                         r"loss/value_avg, objective/rlhf_reward\)"):
-        to_canonical(_names_log(keys), "auto")
-    assert to_canonical(_names_log(keys), "auto", algo="grpo").algo == "grpo"
+
+@pytest.mark.parametrize("keys, prefix", [(NEW_PPO_TRAINER, ""), (NEW_PPO_TRAINER, "train/"), (OLD_PPO_TRAINER, "")],
+                         ids=["trl>=0.12", "trl>=0.12-tensorboard", "trl<=0.11"])
+def test_trl_ppo_trainer_names_of_both_generations_are_read_as_ppo_on_a_language_model(keys, prefix):
+    """TRL's PPOTrainer, both naming generations (0.12+: loss/value_avg, val/ratio, ...; <= 0.11: ppo/*,
+    objective/*, env/*), is PPO-LM under profile trl_ppo: every documented key is read or listed as
+    not a metric, and the value loss (0.5 x the clipped MSE in both) is read as the MSE."""
+    log = to_canonical(_names_log([prefix + k for k in keys]), "auto")
+    assert (log.profile, log.algo) == ("trl_ppo", "ppo_lm")
+    profile = load_profile("trl_ppo")
+    assert all(profile.is_not_metric(profile.strip(k)) or profile.known(profile.strip(k)) for k in log.unused), log.unused
+    assert {"reward_mean", "approx_kl", "clipfrac_binding", "policy_loss", "value_loss", "value_clipfrac",
+            "entropy", "lr"} <= set(log.used)
+    assert "kl_ref_sum" in log.used and "kl_ref" not in log.used        # a response's summed KL, not per token
+    assert log.metrics["value_loss"].iloc[0] == pytest.approx(2 * 0.1)
 
 
 def _maps_to(profile, name: str) -> set[str]:
@@ -506,7 +521,7 @@ def test_the_mapping_table_of_docs_metric_names_is_what_the_profiles_read():
     text = (ROOT / "docs" / "metric-names.md").read_text()
     table = text.split("## The harness's mapping", 1)[1].split("\n## ", 1)[0]
     rows = [line for line in table.splitlines() if line.startswith("| ") and not line.startswith("| canonical")]
-    profiles = [load_profile(name) for name in ("sb3", "cleanrl", "trl", "verl")]
+    profiles = [load_profile(name) for name in ("sb3", "cleanrl", "trl", "trl_ppo", "verl")]
     checked = 0
     for line in rows:
         cells = [html.unescape(c).strip() for c in line.strip().strip("|").split("|")]
@@ -524,7 +539,7 @@ def test_the_mapping_table_of_docs_metric_names_is_what_the_profiles_read():
                 name = name.replace("<fn>", "correct")
                 assert _maps_to(profile, name) & canonical, (profile.name, name, canonical)
                 checked += 1
-    assert checked >= 55                     # every name of the table (57 on 2026-12-02)
+    assert checked >= 80                     # every name of the table
 
 
 #: the files each format writes (docs/datasets.md, "Export"): SB3's own progress.csv / progress.json, a W&B-style

@@ -134,8 +134,8 @@ def kl_explodes(post: pd.DataFrame, meta: dict) -> tuple[float, str]:
 
 
 @signature("entropy_collapse", "entropy",
-           "entropy over the last 5 updates below 10% of the initial policy's (discrete: of ln n; GRPO, which "
-           "starts from a checkpoint: of the entropy at onset); Gaussian: the per-dimension std shrank 10x from "
+           "entropy over the last 5 updates below 10% of the initial policy's (discrete: of ln n; GRPO and "
+           "PPO-LM, which start from a checkpoint: of the entropy at onset); Gaussian: the per-dimension std shrank 10x from "
            "a unit Gaussian", threshold=0.1, direction="below",
            calibrated=True)
 def entropy_collapse(post: pd.DataFrame, meta: dict) -> tuple[float, str]:
@@ -144,8 +144,8 @@ def entropy_collapse(post: pd.DataFrame, meta: dict) -> tuple[float, str]:
         return math.nan, "entropy: no finite values"
     last = float(col.iloc[-5:].mean())
     space = meta.get("action_space") or {}
-    if meta.get("algo") == "grpo" and space.get("type") != "box":
-        # GRPO starts from a supervised checkpoint whose entropy is far below ln n (an LLM's is):
+    if meta.get("algo") in ("grpo", "ppo_lm") and space.get("type") != "box":
+        # GRPO and PPO-LM start from a supervised checkpoint whose entropy is far below ln n (an LLM's is):
         # the initial policy is the one at the first update after onset
         initial = float(col.iloc[0])
         return (last / initial if initial > 0 else math.nan), f"entropy {initial:.3g} at onset -> {last:.3g}"
@@ -191,6 +191,8 @@ def groups_uniform(post: pd.DataFrame, meta: dict) -> tuple[float, str]:
            "steps between them reuse reference log-probs from before the policy moved)",
            threshold=MOST, direction="at_least")
 def kl_ref_zero(post: pd.DataFrame, meta: dict) -> tuple[float, str]:
+    if meta.get("algo") == "ppo_lm":     # its KL to the reference is in the reward (kl_ref_sum); a KL loss is optional
+        return math.nan, "PPO-LM: the KL to the reference is a reward term, not a loss"
     rows = generating(post)
     what = "kl_ref == 0" if len(rows) == len(post) else "kl_ref == 0 on generating steps:"
     return share_where(rows, "kl_ref", lambda c: c.abs() <= 1e-9, what)
