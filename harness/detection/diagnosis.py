@@ -22,7 +22,7 @@ import pandas as pd
 from faults import FAULTS
 from harness.analysis import evidence, invariants, signatures
 from harness.analysis.examples import VIEWS
-from harness.analysis.features import features
+from harness.analysis.features import MIN_ROWS, features
 from harness.analysis.model import HEALTHY, TOO_SHORT, UNKNOWN, Answer, DiagnosisModel, load_models, shows
 from harness.analysis.reference import Comparison, compare
 from harness.config import ConfigError
@@ -269,6 +269,23 @@ def judge(model: DiagnosisModel, frame: pd.DataFrame, config: dict[str, Any], si
     return replace(answer, support={f: support[f] for f in named if support.get(f)})
 
 
+#: the signatures that read a ratio pinned at 1: a policy that no longer samples (its entropy below this,
+#: in nats per token) has a ratio of 1 whatever the code does, so they are read on the other rows
+TRUST_REGION_EXACT = ("ratio_pinned", "approx_kl_zero", "clipfrac_zero")
+SAMPLING_ENTROPY = 1e-3
+
+
+def _on_sampling_rows(frame: pd.DataFrame, algo: str) -> dict[str, signatures.Result]:
+    """The trust-region signatures read on the rows where the policy still samples (entropy logged)."""
+    if "entropy" not in frame or frame["entropy"].notna().sum() == 0:
+        return {}
+    rows = frame[~(frame["entropy"] < SAMPLING_ENTROPY)]
+    if len(rows) == len(frame):
+        return {}
+    meta = frame_context(algo, {})
+    return {n: signatures.SIGNATURES[n].check(rows, meta) for n in TRUST_REGION_EXACT if n in signatures.SIGNATURES}
+
+
 def evidence_only(algo: str, frame: pd.DataFrame, config: dict[str, Any],
                   sigs: dict[str, signatures.Result]) -> Answer:
     """The answer where no model is fitted for the log's algorithm: the invariants and the exact
@@ -278,11 +295,13 @@ def evidence_only(algo: str, frame: pd.DataFrame, config: dict[str, Any],
     a broken invariant that is not decisive, or a scale signature that fires, gives "anomalous,
     cause unknown"; nothing gives healthy, with the faults only scale would show listed as ones
     this log cannot show without a model."""
-    breaks = invariants.broken(invariants.check(frame, config))
+    # as the live monitor reads them: a break over the last rows counts (a policy gone deterministic mid-run)
+    breaks = invariants.broken(invariants.check(frame, config, (MIN_ROWS,)))
     decisive = invariants.decisive()
     listed = tuple({"invariant": b.invariant, "class": b.fault_class, "steps": list(b.steps), "n_steps": b.n_steps,
                     "of": b.of, "shows": b.shows, "decisive": b.invariant in decisive, "line": b.line()}
                    for b in breaks)
+    sigs = {**sigs, **_on_sampling_rows(frame, algo)}
     mine = [f for f in FAULTS if f != "none" and algo in FAULTS[f].algos]
     exact = {n for n, sig in signatures.SIGNATURES.items() if not sig.calibrated}
     fired = {f: [n for n in FAULTS[f].expected if n in exact and n in sigs and sigs[n].fired] for f in mine}

@@ -230,3 +230,40 @@ def test_sb3_schedules_are_read_without_executing_the_pickle(tmp_path):
     assert "linear" in config["clip_range_schedule"] and "0.2" in config["clip_range_schedule"]
     assert "clip_range" not in config                        # a schedule is no constant setting
     assert sb3_model_config(DATA / "sb3_nan")["clip_range"] == 0.2      # a constant schedule is its value
+
+
+def _trl_ppo_log(approxkl, entropy, n: int = 60):
+    """A TRL PPOTrainer (0.12+) log of ``n`` updates: the documented keys, healthy-looking values but for
+    ``approxkl(u)`` and ``entropy(u)``."""
+    from harness.logs import to_canonical
+    rows = []
+    for u in range(n):
+        values = {"objective/scores": 0.5 + 0.004 * u, "objective/kl": 0.1 + 0.01 * u,
+                  "objective/non_score_reward": -0.005 * u, "objective/rlhf_reward": 0.5, "policy/approxkl_avg": approxkl(u),
+                  "policy/clipfrac_avg": 0.0 if approxkl(u) == 0 else 0.05, "policy/entropy_avg": entropy(u),
+                  "loss/policy_avg": -0.01, "loss/value_avg": 0.05, "val/clipfrac_avg": 0.01,
+                  "val/ratio": 1.0 if approxkl(u) == 0 else 1.002, "val/num_eos_tokens": 60, "lr": 3e-4, "episode": 64 * u}
+        rows += [(u, float(u + 1), k, v) for k, v in values.items()]
+    return to_canonical(pd.DataFrame(rows, columns=["row", "step", "key", "value"]), "auto")
+
+
+def test_ppo_lm_logs_without_a_model_are_answered_from_exact_evidence():
+    """No model is fitted on PPO-LM runs: a TRL PPOTrainer log is answered from the invariants and exact
+    signatures. approx_kl exactly 0 while the policy samples names shared_policy; the same zeros once the
+    policy has stopped sampling (entropy exactly 0 over the last rows) are the deterministic policy's, not
+    the ratio's; a log with neither is healthy, listing the faults only scale would show."""
+    from harness.detection.diagnosis import diagnose_log, evidence_only, load_models, pick_model
+
+    models = load_models(find_model(NOWHERE))
+    pinned = _trl_ppo_log(lambda u: 0.0, lambda u: 0.7)
+    assert (pinned.profile, pinned.algo) == ("trl_ppo", "ppo_lm") and pick_model(models, "ppo_lm", "trl_ppo") is None
+    r = diagnose_log(pinned, models).result
+    assert r.answer == "shared_policy" and r.basis == "evidence" and r.support["shared_policy"], r
+
+    collapsed = _trl_ppo_log(lambda u: 0.01 if u < 5 else 0.0, lambda u: 0.7 if u < 5 else 0.0)
+    r = diagnose_log(collapsed, models).result
+    assert r.fault_class == "deterministic policy" and r.answer != "shared_policy", r
+
+    healthy = _trl_ppo_log(lambda u: 0.01 + 0.001 * (u % 3), lambda u: 0.7 - 0.002 * u)
+    r = evidence_only("ppo_lm", healthy.metrics, dict(healthy.config), {})
+    assert r.answer == HEALTHY and "excessive_lr" in r.invisible and not r.broken, r
