@@ -27,11 +27,16 @@ def one_torch_thread() -> None:
     It also imports what a run's first optimizer step imports lazily (torch._dynamo and its ~300 modules):
     pytester's in-process runs drop the modules first imported inside them, and torch cannot register its
     operator libraries twice ("Only a single TORCH_LIBRARY can be used to register the namespace"), so a
-    run trained inside one would break every later run of that worker."""
+    run trained inside one would break every later run of that worker. The same holds for pandas' parquet
+    engine: it registers its arrow extension types with pyarrow on first use, and a second registration
+    fails ("A type extension with name pandas.period already defined") in every later parquet read of
+    that worker (CI saw 141 tests fail so when the plugin's in-process test was a worker's first)."""
+    import pandas as pd
     import torch
     import torch._dynamo
 
     torch.set_num_threads(1)
+    pd.io.parquet.get_engine("auto")
 
 
 def _session_root(tmp_path_factory) -> Path:
