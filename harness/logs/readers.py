@@ -16,6 +16,7 @@ import ast
 import io
 import json
 import math
+import pickle
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -227,19 +228,68 @@ def read_trainer_state(path: Path, state: dict[str, Any]) -> RawLog:
 
 
 def training_args(checkpoint: Path) -> dict[str, Any]:
-    """TrainingArguments saved beside trainer_state.json (``training_args.bin``, a pickle the Trainer
-    writes), when transformers is importable to unpickle it; else nothing."""
+    """TrainingArguments saved beside trainer_state.json (``training_args.bin``: ``torch.save`` of the
+    Trainer's args, a zip holding a pickle), read without executing it (never unpickle a user's file)
+    and without the trainer's classes (TRL 0.26-0.28 pickle a PPOConfig no later TRL has): the
+    scalar fields of the object it holds; {} when it is not such a file."""
+    import zipfile
+
     path = checkpoint / "training_args.bin"
     if not path.exists():
         return {}
     try:
-        import torch
-        import transformers  # noqa: F401 - the pickle's classes live there
-
-        args = torch.load(path, weights_only=False, map_location="cpu")
-        return {k: v for k, v in args.to_dict().items() if not isinstance(v, (list, dict))}
-    except Exception:  # optional context: no transformers, or another version's pickle
+        with zipfile.ZipFile(path) as zf:
+            member = next((n for n in zf.namelist() if n.endswith("/data.pkl") or n == "data.pkl"), None)
+            if member is None:
+                return {}
+            obj = _InertUnpickler(io.BytesIO(zf.read(member))).load()
+    except Exception:  # optional context: another format, a truncated file
         return {}
+    state = obj.state if isinstance(obj, _Inert) else obj if isinstance(obj, dict) else {}
+    values = {k: _inert_value(v) for k, v in state.items() if isinstance(k, str) and not k.startswith("_")}
+    return {k: v for k, v in values.items() if isinstance(v, (int, float, bool, str))
+            or (v is None and not isinstance(state[k], _Inert))}
+
+
+class _Inert:
+    """What a pickled object of any class becomes: its constructor arguments and its state, nothing run."""
+
+    args: tuple[Any, ...] = ()
+    state: dict[str, Any] = {}
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.args, self.state = args, {}
+
+    def __setstate__(self, state: Any) -> None:
+        if isinstance(state, tuple) and len(state) == 2 and isinstance(state[1], dict):
+            state = {**(state[0] or {}), **state[1]}          # (dict, slots)
+        self.state = state if isinstance(state, dict) else {}
+
+
+def _inert_value(value: Any) -> Any:
+    """An enum member (``IntervalStrategy("steps")``) as its value; another inert object as None;
+    anything else as it is."""
+    if isinstance(value, _Inert):      # a class called with one value (an enum); not a function's call
+        return value.args[0] if len(value.args) == 1 and type(value).__name__[:1].isupper() else None
+    return value
+
+
+#: the classes a TrainingArguments pickle may name that are plain data, kept as themselves
+_PLAIN = {("builtins", n) for n in ("dict", "list", "tuple", "set", "frozenset", "str", "int", "float", "bool",
+                                    "complex", "bytes", "bytearray", "slice")} | {("collections", "OrderedDict")}
+
+
+class _InertUnpickler(pickle.Unpickler):
+    """Every class or function a pickle names becomes an :class:`_Inert` subclass (plain containers stay
+    themselves), and tensors become None: loading runs none of the file's code."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        if (module, name) in _PLAIN:
+            return super().find_class(module, name)
+        return type(name, (_Inert,), {})
+
+    def persistent_load(self, pid: Any) -> None:
+        return None
 
 
 def read_verl_console(path: Path, lines: list[str]) -> RawLog:

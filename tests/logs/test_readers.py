@@ -568,3 +568,37 @@ def test_each_export_format_writes_the_files_the_framework_writes_and_labels_the
         label = json.loads((out / "labels.json").read_text())[oid]
         assert {"run_id", "fault", "fault_params", "fault_form", "onset_update", "seed", "setup", "status",
                 "is_control"} <= set(label) and label["run_id"] == rid
+
+
+class _Args:
+    """A stand-in for a trainer's TrainingArguments: a module-level class pickle names by its path."""
+
+    def __init__(self) -> None:
+        self.learning_rate, self.num_ppo_epochs, self.kl_coef, self._private = 3e-4, 4, -0.05, 1
+
+
+class _Payload:
+    """A pickle that runs a command when loaded the usual way."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        import os
+        return (os.system, (f"touch {self.marker}",))
+
+
+def test_training_args_are_read_without_running_the_pickle(tmp_path):
+    """training_args.bin is ``torch.save`` of the Trainer's args: read without executing it and without the
+    trainer's classes (TRL 0.26-0.28's PPOConfig exists in no later TRL), its scalar fields only."""
+    import torch
+
+    from harness.logs.readers import training_args
+
+    args = _Args()
+    args.payload = _Payload(tmp_path / "ran")
+    torch.save(args, tmp_path / "training_args.bin")
+    assert training_args(tmp_path) == {"learning_rate": 3e-4, "num_ppo_epochs": 4, "kl_coef": -0.05}
+    assert not (tmp_path / "ran").exists()
+    (tmp_path / "training_args.bin").write_bytes(b"not a zip")
+    assert training_args(tmp_path) == {}
