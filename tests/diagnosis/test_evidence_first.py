@@ -267,3 +267,19 @@ def test_ppo_lm_logs_without_a_model_are_answered_from_exact_evidence():
     healthy = _trl_ppo_log(lambda u: 0.01 + 0.001 * (u % 3), lambda u: 0.7 - 0.002 * u)
     r = evidence_only("ppo_lm", healthy.metrics, dict(healthy.config), {})
     assert r.answer == HEALTHY and "excessive_lr" in r.invisible and not r.broken, r
+
+
+@pytest.mark.parametrize("run, expected", [("healthy", HEALTHY), ("old_logp_recomputed", "shared_policy")])
+def test_real_trl_ppo_trainer_logs_are_read_with_their_config_and_answered(run, expected):
+    """Logs TRL 0.28.0's PPOTrainer wrote (tests/data/trl_ppo/README.md): read as PPO-LM with the settings
+    of its pickled PPOConfig (4 PPO epochs, 1 minibatch); the run whose old log-probs are recomputed breaks
+    ratio_moves from the first step and is answered in its class, shared_policy most likely."""
+    path = DATA / "trl_ppo" / run / "checkpoint-100" / "trainer_state.json"
+    log = load_log(path)
+    assert (log.profile, log.algo) == ("trl_ppo", "ppo_lm")
+    assert {k: log.config[k] for k in ("n_epochs", "n_minibatches", "kl_coef")} == {"n_epochs": 4, "n_minibatches": 1,
+                                                                                    "kl_coef": 0.05}
+    r = answer(path)
+    assert r.answer == expected, (r.answer, r.broken)
+    if expected != HEALTHY:
+        assert r.fault_class == "trust region never acts" and r.broken[0]["steps"][0] == 1
