@@ -196,14 +196,25 @@ def model_answer(model: DiagnosisModel, frame: pd.DataFrame, config: dict[str, A
     return model.diagnose(row, ev, [len(frame)])[0]
 
 
+def _listed(breaks: list[invariants.Break], decisive: frozenset[str]) -> tuple[dict[str, Any], ...]:
+    """The broken invariants as the answer lists them: name, class, steps, values, decisive or not."""
+    return tuple({"invariant": b.invariant, "class": b.fault_class, "steps": list(b.steps), "n_steps": b.n_steps,
+                  "of": b.of, "shows": b.shows, "decisive": b.invariant in decisive, "line": b.line()} for b in breaks)
+
+
+def _broken_support(fault: str, breaks: list[invariants.Break]) -> list[str]:
+    """The broken invariants of a class ``fault`` belongs to, as support for it."""
+    return [f"invariant {b.invariant} broken ({invariants.CLASSES[b.fault_class].meaning})" for b in breaks
+            if fault in invariants.CLASSES[b.fault_class].candidates]
+
+
 def _supports(model: DiagnosisModel, fault: str, sigs: dict[str, signatures.Result], breaks: list[invariants.Break],
               fired_evidence: dict[str, Any]) -> tuple[str, ...]:
     """What in the log shows ``fault``: its expected signatures that fire, broken invariants of a class it
     belongs to, evidence items that fired and raise its odds against healthy (measured rates)."""
     out = [f"{name} fires ({sigs[name].evidence})" for name in FAULTS[fault].expected
            if name in sigs and sigs[name].fired]
-    out += [f"invariant {b.invariant} broken ({invariants.CLASSES[b.fault_class].meaning})" for b in breaks
-            if fault in invariants.CLASSES[b.fault_class].candidates]
+    out += _broken_support(fault, breaks)
     out += [f"evidence {name}" for name in fired_evidence if fault in shows(model.rates.get(name, {}), [fault])]
     return tuple(out)
 
@@ -239,9 +250,7 @@ def judge(model: DiagnosisModel, frame: pd.DataFrame, config: dict[str, Any], si
     results = invariants.check(frame, config, (recent,) if recent else ())   # a monitor: breaks begun mid-run
     breaks = invariants.broken(results)
     decisive = invariants.decisive()
-    listed = tuple({"invariant": b.invariant, "class": b.fault_class, "steps": list(b.steps), "n_steps": b.n_steps,
-                    "of": b.of, "shows": b.shows, "decisive": b.invariant in decisive, "line": b.line()}
-                   for b in breaks)
+    listed = _listed(breaks, decisive)
     row, ev = model_inputs(model, frame, config, space, recent)       # read once, answered once or twice
     base = model.diagnose(row, ev, [len(frame)])[0]
     fired_ev = dict(base.evidence)
@@ -275,14 +284,14 @@ TRUST_REGION_EXACT = ("ratio_pinned", "approx_kl_zero", "clipfrac_zero")
 SAMPLING_ENTROPY = 1e-3
 
 
-def _on_sampling_rows(frame: pd.DataFrame, algo: str) -> dict[str, signatures.Result]:
+def _on_sampling_rows(frame: pd.DataFrame, algo: str, config: dict[str, Any]) -> dict[str, signatures.Result]:
     """The trust-region signatures read on the rows where the policy still samples (entropy logged)."""
     if "entropy" not in frame or frame["entropy"].notna().sum() == 0:
         return {}
     rows = frame[~(frame["entropy"] < SAMPLING_ENTROPY)]
     if len(rows) == len(frame):
         return {}
-    meta = frame_context(algo, {})
+    meta = frame_context(algo, config)
     return {n: signatures.SIGNATURES[n].check(rows, meta) for n in TRUST_REGION_EXACT if n in signatures.SIGNATURES}
 
 
@@ -292,22 +301,18 @@ def evidence_only(algo: str, frame: pd.DataFrame, config: dict[str, Any],
     signatures alone. A decisive broken invariant answers its class. Otherwise the faults of this
     algorithm whose exact expected signatures fire (not a calibrated scale signature: no threshold is
     fitted for these runs) are named, most fired first (one: the fault; several: their class);
-    a broken invariant that is not decisive, or a scale signature that fires, gives "anomalous,
+    a broken invariant that is not decisive, or another exact signature that fires, gives "anomalous,
     cause unknown"; nothing gives healthy, with the faults only scale would show listed as ones
     this log cannot show without a model."""
     # as the live monitor reads them: a break over the last rows counts (a policy gone deterministic mid-run)
     breaks = invariants.broken(invariants.check(frame, config, (MIN_ROWS,)))
     decisive = invariants.decisive()
-    listed = tuple({"invariant": b.invariant, "class": b.fault_class, "steps": list(b.steps), "n_steps": b.n_steps,
-                    "of": b.of, "shows": b.shows, "decisive": b.invariant in decisive, "line": b.line()}
-                   for b in breaks)
-    sigs = {**sigs, **_on_sampling_rows(frame, algo)}
+    listed = _listed(breaks, decisive)
+    sigs = {**sigs, **_on_sampling_rows(frame, algo, config)}
     mine = [f for f in FAULTS if f != "none" and algo in FAULTS[f].algos]
     exact = {n for n, sig in signatures.SIGNATURES.items() if not sig.calibrated}
     fired = {f: [n for n in FAULTS[f].expected if n in exact and n in sigs and sigs[n].fired] for f in mine}
-    support = {f: tuple(f"{n} fires ({sigs[n].evidence})" for n in fired[f])
-               + tuple(f"invariant {b.invariant} broken ({invariants.CLASSES[b.fault_class].meaning})"
-                       for b in breaks if f in invariants.CLASSES[b.fault_class].candidates) for f in mine}
+    support = {f: (*(f"{n} fires ({sigs[n].evidence})" for n in fired[f]), *_broken_support(f, breaks)) for f in mine}
     scale_only = tuple(f for f in mine if not any(n in exact for n in FAULTS[f].expected))
     base = Answer(HEALTHY, HEALTHY, {}, {}, anomalous=0.0, threshold=0.5, healthy_weight=1.0,
                   unknown_threshold=float("nan"), invisible=scale_only, n_rows=len(frame), min_rows=0,
@@ -338,6 +343,13 @@ def answer_frame(model: DiagnosisModel | None, frame: pd.DataFrame, config: dict
     algo = model.algo if model is not None else algo
     n = n_actions or ((space or {}).get("n") if (space or {}).get("type") == "discrete" else None)
     sigs = frame_signatures(frame, frame_context(algo, config, profile, n, optimizer_steps))
+    return _answer(model, algo, frame, config, sigs, space, recent)
+
+
+def _answer(model: DiagnosisModel | None, algo: str, frame: pd.DataFrame, config: dict[str, Any],
+            sigs: dict[str, signatures.Result], space: dict[str, Any] | None = None,
+            recent: int | None = None) -> Answer:
+    """:func:`judge` with the model, :func:`evidence_only` where none is fitted for ``algo``."""
     if model is None:
         return evidence_only(algo, frame, config, sigs)
     return judge(model, frame, config, sigs, space, recent)
@@ -348,11 +360,9 @@ def diagnose_log(log: LoadedLog, models: dict[tuple[str, str], DiagnosisModel], 
     """Diagnose a log already in canonical form."""
     model = pick_model(models, log.algo, log.profile)
     sigs = log_signatures(log, context(log, n_actions, optimizer_steps))
-    if model is None:
-        result = evidence_only(log.algo, log.metrics, dict(log.config), sigs)
-    else:
-        space = {"type": "discrete", "n": int(n_actions)} if n_actions and model.view == "canonical" else None
-        result = judge(model, log.metrics, dict(log.config), sigs, space)
+    space = ({"type": "discrete", "n": int(n_actions)} if n_actions and model is not None and model.view == "canonical"
+             else None)
+    result = _answer(model, log.algo, log.metrics, dict(log.config), sigs, space)
     expected = {}
     for fault in (result.members or ((result.answer,) if result.answer in FAULTS else ())):
         for name in FAULTS[fault].expected:
