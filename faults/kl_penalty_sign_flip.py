@@ -14,6 +14,13 @@ The bug needs a KL term (``setting``: ``beta``, TRL's former default 0.04, share
 twin): with beta = 0 the flipped sign multiplies nothing and the run is its healthy twin
 (:meth:`inert`; dataset runs drawn that way before version 2 are labelled ``inert``).
 
+On PPO with the KL in the reward (``algo=ppo_lm``, TRL PPOTrainer-style: each token's reward is
+``-kl_coef x KL``): the penalty becomes a bonus, ``+kl_coef x KL``; code bug: the configured and logged
+``kl_coef`` stay positive; misconfigured: ``PPOConfig(kl_coef=-0.05)``, which TRL 0.28's PPOConfig and
+PPOTrainer accept without a warning. The run's own ``kl_coef`` is the magnitude (``beta`` is GRPO's);
+the adaptive controller is refused (its coefficient is not the config's). Provenance of the PPO-LM
+forms: synthetic (the same slip in the reward instead of the loss).
+
 Provenance (read): verl PR #179 (commit a65c9157, 2025-02-01, "[misc] fix: grpo kl loss should
 be add when do minimization") changed ``policy_loss - kl_loss * self.config.kl_loss_coef`` to
 ``+`` in verl/workers/actor/dp_actor.py. Projects that vendored verl before it kept the bug:
@@ -28,6 +35,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from faults.base import Fault, form_param, param
+from harness.config import ConfigError
 
 
 @dataclass
@@ -44,17 +52,29 @@ class KLPenaltySignFlip(Fault):
     provenance = ("verl PR #179 (commit a65c9157: policy_loss - kl_loss * kl_loss_coef, 'the kl loss is "
                   "maximized'); Logic-RL#58; ToolRL#52 ('training becomes unstable and eventually collapses'); "
                   "form misconfigured (a negative beta in GRPOConfig, which TRL accepts): synthetic")
-    algos = ("grpo",)
+    algos = ("grpo", "ppo_lm")
     backends = ("native", "trl")
-    expected = ("kl_ref_explodes",)
+    expected = ("kl_ref_explodes", "kl_penalty_adds_reward")
 
     def setting(self) -> dict[str, Any]:
         return {"beta": self.beta}
 
+    def configure(self, algo: Any) -> Any:
+        """GRPO: ``beta`` as the fault's setting. PPO-LM: its own ``kl_coef``, with a fixed coefficient."""
+        if hasattr(algo, "beta"):
+            return super().configure(algo)
+        if getattr(algo, "adaptive_kl", False):
+            raise ConfigError(f"fault {self.name} flips the configured kl_coef; algo.adaptive_kl=true sets the "
+                              "coefficient by its controller (use algo.adaptive_kl=false)")
+        return algo
+
     def inert(self, configured: Mapping[str, Any]) -> str | None:
-        if float(configured.get("beta", 0.0)) == 0.0:
+        coef = configured.get("beta", configured.get("kl_coef", 0.0))
+        if float(coef or 0.0) == 0.0:
             return "beta = 0: the loss has no KL term whose sign could flip (the run is its healthy twin)"
         return None
 
     def hyperparams(self, hp: Any) -> Any:
-        return replace(hp, beta=-abs(hp.beta))
+        if hasattr(hp, "beta"):
+            return replace(hp, beta=-abs(hp.beta))
+        return replace(hp, kl_coef=-abs(hp.kl_coef))

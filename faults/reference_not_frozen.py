@@ -11,6 +11,11 @@ compute them decides what the logs show:
   the loss call, at the same weights as ``per_token_logps``, read in trl v0.14.0
   trl/trainer/grpo_trainer.py): with the live model as reference, kl_ref is exactly 0.
 
+On PPO with the KL in the reward (``algo=ppo_lm``, TRL PPOTrainer-style), the reference is read once
+per batch, at the rollout, so both forms give a KL penalty of exactly 0 on every token: the policy
+is never held near its start (TRL 0.28's PPOTrainer given ``ref_model=model`` logs objective/kl
+within 1e-6 of 0, the rounding of two forward passes).
+
 Provenance: synthetic (no thread read reports this exact bug): a hand-rolled GRPO that passes the
 policy as its own reference. The frameworks' designs show why it is plausible: TRL builds a
 separate reference with ``create_reference_model`` (or disables the PEFT adapter), verl runs a
@@ -38,9 +43,9 @@ class ReferenceNotFrozen(Fault):
     provenance = ("synthetic: ref_model = model in a hand-rolled GRPO loop (TRL builds a separate frozen "
                   "reference, verl a separate ref worker); TRL 0.14 computed reference log-probs inside "
                   "compute_loss, where this bug gives kl exactly 0")
-    algos = ("grpo",)
+    algos = ("grpo", "ppo_lm")
     backends = ("native", "trl")
-    expected = ("kl_ref_tracks_update_drift", "kl_ref_zero")
+    expected = ("kl_ref_tracks_update_drift", "kl_ref_zero", "kl_penalty_zero")
 
     def refusal(self, backend: str) -> str | None:
         """TRL >= 0.15 takes the reference log-probs once, at generation (``ref_model = model`` gives the

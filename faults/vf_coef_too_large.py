@@ -5,7 +5,8 @@ Synthetic: no report of this exact misconfiguration was read. The closest: ray-p
 that PR traced to a value-clipping bug). With separate actor and critic networks (CleanRL's and
 SB3's MLP layout) Adam normalises each parameter's step, so the coefficient acts mainly through the
 global gradient-norm clip, which the value gradient now fills: the policy's share of every clipped
-step shrinks. ``factor`` multiplies the intended vf_coef (the severity knob).
+step shrinks. PPO-LM (TRL PPOTrainer-style) has separate policy and value models under one Adam and
+one clip as well (TRL's default vf_coef 0.1; ``PPOConfig(vf_coef=10)`` is the factor 100). ``factor`` multiplies the intended vf_coef (the severity knob).
 """
 
 from dataclasses import dataclass, replace
@@ -24,7 +25,7 @@ class VfCoefTooLarge(Fault):
                    "starving the policy's share of each step")
     provenance = ("synthetic: a unit or copy slip in vf_coef; ray PR#22171 notes higher value-loss coefficients "
                   "giving \"bad agents\" on CartPole (there from a value-clipping bug)")
-    algos = ("ppo",)
+    algos = ("ppo", "ppo_lm")
     backends = ("native", "sb3")
     expected = ('vf_coef_effective_high',)
 

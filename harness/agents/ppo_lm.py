@@ -191,14 +191,17 @@ def train(exp: Experiment) -> Iterator[dict]:
     sampler = Sampler(policy)
     optimizer = torch.optim.Adam([{"params": policy.parameters()}, {"params": value_model.parameters()}],
                                  lr=cfg.lr, fused=True)
-    kl_ctl = KLController(cfg.kl_coef, cfg.kl_target if cfg.adaptive_kl else None, cfg.kl_horizon)
+    # the coefficient as the config holds it (what TRL and verl log); a fault may change the one in force
+    kl_ctl = KLController(fault.user_config(cfg).kl_coef, cfg.kl_target if cfg.adaptive_kl else None,
+                          cfg.kl_horizon)
     env_step = 0
     n_updates = updates_planned(exp)
 
     try:
         for update in range(n_updates):
             hooks, hp = begin_update(fault, cfg, update, n_updates)
-            kl_coef = kl_ctl.value if hp.adaptive_kl else hp.kl_coef
+            kl_coef = kl_ctl.value if hp.adaptive_kl else hp.kl_coef     # in the reward
+            logged_coef = kl_ctl.value                                    # as the config holds it
 
             # ---- the sampler holds the policy's weights --------------------------------------
             sampler.push(policy, update, 0)
@@ -277,7 +280,7 @@ def train(exp: Experiment) -> Iterator[dict]:
                 "non_score_reward": float(non_score.sum(1).mean()),
                 "rlhf_reward": float(score.mean() + non_score.sum(1).mean()),
                 "kl_ref_sum": kl_sum,
-                "kl_coef": kl_coef,
+                "kl_coef": logged_coef,
                 "adv_mean": float(raw_adv[real].mean()),
                 "adv_std": float(raw_adv[real].std()),
                 "value_mean": float(values[real].mean()),

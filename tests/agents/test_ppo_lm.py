@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 import torch
 
+from harness.analysis.signatures import SIGNATURES
 from harness.agents.ppo_lm import KLController, clipped_value_loss, masked_whiten, token_gae, token_rewards
 from harness.config import ConfigError
 from harness.hooks import HEALTHY
@@ -127,18 +128,33 @@ def test_shared_policy_pins_the_ratio_at_one(store_dir):
     assert (twin.metrics["clipfrac"] > 0).all() and (twin.metrics["ratio_dev_max"] > 0).all()
 
 
-@pytest.mark.parametrize("fault", ["ppo_epochs_ignored", "tiny_clip", "excessive_lr", "zero_reward"])
+@pytest.mark.parametrize("fault", ["ppo_epochs_ignored", "tiny_clip", "excessive_lr", "zero_reward",
+                                   "kl_penalty_sign_flip", "reference_not_frozen", "vf_coef_too_large"])
 def test_the_faults_declared_for_ppo_lm_act(fault, store_dir):
-    """Each fault declared for algo=ppo_lm acts through the hook it uses on GRPO and PPO."""
+    """Each fault declared for algo=ppo_lm acts through the hook it uses on GRPO and PPO; the PPO-LM
+    signatures of the KL penalty read the faulty run and not its twin."""
     faulty, twin = train_with_twin([*PPO_LM, *SHORT, f"fault={fault}", f"results_dir={store_dir}"])
     m, h = faulty.metrics, twin.metrics
-    if fault == "ppo_epochs_ignored":
+    meta = {"algo": "ppo_lm"}
+    if fault in ("kl_penalty_sign_flip", "reference_not_frozen"):
+        sig = SIGNATURES["kl_penalty_adds_reward" if fault == "kl_penalty_sign_flip" else "kl_penalty_zero"]
+        assert sig.check(m, meta).fired and not sig.check(h, meta).fired
+    if fault == "kl_penalty_sign_flip":       # code bug: the logged coefficient is the configured one
+        moved = m["kl_ref_sum"] > 1e-3
+        assert (m["kl_coef"] == 0.05).all() and moved.sum() >= 1 and (m["non_score_reward"][moved] > 0).all()
+        assert (h["non_score_reward"][h["kl_ref_sum"] > 1e-3] < 0).all()
+    elif fault == "reference_not_frozen":
+        assert (m["kl_ref_sum"] == 0).all() and (m["non_score_reward"] == 0).all() and (h["kl_ref_sum"].iloc[1:] > 0).all()
+    elif fault == "vf_coef_too_large":        # vf_coef 0.1 x 100, the value loss halved as TRL's
+        assert np.allclose(m["loss"] - m["policy_loss"], 5.0 * m["value_loss"], rtol=1e-3)
+        assert np.allclose(h["loss"] - h["policy_loss"], 0.05 * h["value_loss"], rtol=1e-3)
+    elif fault == "ppo_epochs_ignored":
         assert (m["optimizer_steps"] == 2).all() and (h["optimizer_steps"] == 8).all()
     elif fault == "tiny_clip":
         assert (m["clip_range"] == 1e-3).all() and m["clipfrac"].mean() > 2 * h["clipfrac"].mean()
     elif fault == "excessive_lr":
         assert np.allclose(m["lr"], 3 * h["lr"]) and m["param_delta"].mean() > h["param_delta"].mean()
-    else:
+    elif fault == "zero_reward":
         assert (m["reward_mean"] == 0).all() and (h["reward_mean"] > 0).all()
         assert (m["reward/correct"] > 0).any()            # the task still scores: only the learner's reward is 0
 
@@ -177,6 +193,7 @@ def test_a_value_learning_rate_of_its_own_changes_the_run(store_dir):
     (["algo=ppo_lm", "env=cartpole"], "needs env=toyseq"),
     ([*PPO_LM, "model=mlp"], "needs model=transformer"),
     ([*PPO_LM, "fault=adv_sign_flip"], "does not apply to algo=ppo_lm"),
+    ([*PPO_LM, "fault=kl_penalty_sign_flip", "algo.adaptive_kl=true"], "use algo.adaptive_kl=false"),
     ([*PPO_LM, "algo.max_new_tokens=11"], "exceeds the longest completion"),
     ([*PPO_LM, "algo.n_minibatches=65"], "exceeds the 64 completions"),
 ])

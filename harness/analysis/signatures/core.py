@@ -198,6 +198,34 @@ def kl_ref_zero(post: pd.DataFrame, meta: dict) -> tuple[float, str]:
     return share_where(rows, "kl_ref", lambda c: c.abs() <= 1e-9, what)
 
 
+#: |KL| summed over a completion below this is 0: the rounding of two forward passes over the same weights
+#: (TRL 0.28's PPOTrainer with the policy as its own reference logs |objective/kl| <= 3.3e-7)
+KL_ROUNDING = 1e-5
+
+
+@signature("kl_penalty_zero", "kl_ref_sum",
+           "PPO-LM: the KL to the reference in the reward (summed per completion) within 1e-5 of 0 on >= 90% "
+           "of updates: the reference moves with the policy (a healthy run's KL is 0 only before its first update)",
+           threshold=MOST, direction="at_least")
+def kl_penalty_zero(post: pd.DataFrame, meta: dict) -> tuple[float, str]:
+    if "kl_ref_sum" not in post:
+        return math.nan, "kl_ref_sum: not recorded"
+    return share_where(post, "kl_ref_sum", lambda c: c.abs() <= KL_ROUNDING, "|kl_ref_sum| <= 1e-5")
+
+
+@signature("kl_penalty_adds_reward", "non_score_reward",
+           "PPO-LM: the KL penalty adds reward: non_score_reward (-kl_coef x KL) above 0 on >= 90% of the "
+           "updates whose KL to the reference is above 1e-3 (a penalty with the right sign is below 0 there)",
+           threshold=MOST, direction="at_least")
+def kl_penalty_adds_reward(post: pd.DataFrame, meta: dict) -> tuple[float, str]:
+    if "kl_ref_sum" not in post or "non_score_reward" not in post:
+        return math.nan, "kl_ref_sum or non_score_reward: not recorded"
+    rows = post[post["kl_ref_sum"] > 1e-3]
+    if rows.empty:
+        return math.nan, "the KL to the reference never above 1e-3"
+    return share_where(rows, "non_score_reward", lambda c: c > 0, "non_score_reward > 0 where KL > 1e-3:")
+
+
 @signature("kl_ref_explodes", "kl_ref", "GRPO: KL to the reference above 20 per token at some update",
            threshold=20.0, direction="above", calibrated=True, reads_nonfinite=True)
 def kl_ref_explodes(post: pd.DataFrame, meta: dict) -> tuple[float, str]:
