@@ -62,7 +62,7 @@ class AdvStdNoFloor(Fault):
                     "(variant zero_std runs on TRL)")
         return None
 
-    def setting(self) -> dict[str, Any]:
+    def setting(self, algo: str = "") -> dict[str, Any]:
         return {"baseline": "leave_one_out", "scale": "group"} if self.variant == "loo_residue" else {}
 
     def hyperparams(self, hp: Any) -> Any:

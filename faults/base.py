@@ -131,15 +131,17 @@ class Fault(Hooks):
         healthy twin under the fault's name; the dataset labels it ``inert`` (harness.analysis.labels)."""
         return None
 
-    def setting(self) -> dict[str, Any]:
+    def setting(self, algo: str = "") -> dict[str, Any]:
         """Hyperparameters the configuration must hold for the bug to exist at all (gradient
         accumulation for a bug in its scaling, a warmup for a scheduler that steps late): the run is
-        configured with them from update 0, and so is its healthy twin (same base configuration)."""
+        configured with them from update 0, and so is its healthy twin (same base configuration).
+        ``algo``: the algorithm's name, for a bug whose setting differs between algorithms (empty: the
+        fault's first algorithm)."""
         return {}
 
     def configure(self, algo: Any) -> Any:
         """The algorithm config with this fault's setting applied (validated); raises ConfigError."""
-        setting = self.setting()
+        setting = self.setting(algo.name)
         if not setting:
             return algo
         unknown = sorted(k for k in setting if not hasattr(algo, k))

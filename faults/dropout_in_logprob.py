@@ -45,7 +45,7 @@ class DropoutInLogprob(Fault):
     algos = ("grpo",)
     expected = ("kl_sampler_high", "sampler_mismatch_high")
 
-    def setting(self) -> dict[str, Any]:
+    def setting(self, algo: str = "") -> dict[str, Any]:
         return {"dropout": self.dropout}
 
     def dropout_active(self, where: str) -> bool:

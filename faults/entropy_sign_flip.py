@@ -44,7 +44,7 @@ class EntropySignFlip(Fault):
                     "fault.form=misconfigured (a negative ent_coef) runs there")
         return None
 
-    def setting(self) -> dict[str, Any]:
+    def setting(self, algo: str = "") -> dict[str, Any]:
         return {"ent_coef": self.ent_coef}
 
     def hyperparams(self, hp: Any) -> Any:

@@ -42,7 +42,7 @@ class GradAccumDoubleScaling(Fault):
     backends = ("native",)
     expected = ('grad_norm_small',)
 
-    def setting(self) -> dict[str, Any]:
+    def setting(self, algo: str = "") -> dict[str, Any]:
         return {"grad_accum": self.accum_steps}
 
     def loss(self, loss: torch.Tensor, terms: dict[str, torch.Tensor]) -> torch.Tensor:

@@ -43,7 +43,7 @@ class GradAccumMeanOfMeans(Fault):
     no_trace_expected = ("the reports find nothing in the loss curve (Soup#932: 'nothing about it is visible at "
                          "runtime'); the gradient's weighting changes, not its scale")
 
-    def setting(self) -> dict[str, Any]:
+    def setting(self, algo: str = "") -> dict[str, Any]:
         return {"grad_accum": self.accum_steps, "loss_agg": "token_mean"}
 
     def micro_share(self, share: float, n_micro: int) -> float:

@@ -34,7 +34,7 @@ class GradAccumMicrobatchDropped(Fault):
     backends = ("native", "trl")
     expected = ("grad_norm_small",)
 
-    def setting(self) -> dict[str, Any]:
+    def setting(self, algo: str = "") -> dict[str, Any]:
         return {"grad_accum": self.accum_steps}
 
     def microbatch_backward(self, index: int, n_micro: int) -> bool:

@@ -66,7 +66,7 @@ class KLGradientBiased(Fault):
             return "TRL's KL penalty is k3; fault.estimator=k1 runs on backend=native"
         return None
 
-    def setting(self) -> dict[str, Any]:
+    def setting(self, algo: str = "") -> dict[str, Any]:
         return {"beta": self.beta, "kl_is_weight": True}
 
     def hyperparams(self, hp: Any) -> Any:

@@ -56,17 +56,15 @@ class KLPenaltySignFlip(Fault):
     backends = ("native", "trl")
     expected = ("kl_ref_explodes", "kl_penalty_adds_reward")
 
-    def setting(self) -> dict[str, Any]:
-        return {"beta": self.beta}
+    def setting(self, algo: str = "") -> dict[str, Any]:
+        """GRPO: ``beta``. PPO-LM: none (its own ``kl_coef`` is the magnitude)."""
+        return {} if algo == "ppo_lm" else {"beta": self.beta}
 
     def configure(self, algo: Any) -> Any:
-        """GRPO: ``beta`` as the fault's setting. PPO-LM: its own ``kl_coef``, with a fixed coefficient."""
-        if hasattr(algo, "beta"):
-            return super().configure(algo)
         if getattr(algo, "adaptive_kl", False):
             raise ConfigError(f"fault {self.name} flips the configured kl_coef; algo.adaptive_kl=true sets the "
                               "coefficient by its controller (use algo.adaptive_kl=false)")
-        return algo
+        return super().configure(algo)
 
     def inert(self, configured: Mapping[str, Any]) -> str | None:
         coef = configured.get("beta", configured.get("kl_coef", 0.0))

@@ -30,7 +30,7 @@ class LRScheduleOffByOne(Fault):
     backends = ("native", "sb3")
     expected = ('first_update_frozen',)
 
-    def setting(self) -> dict[str, Any]:
+    def setting(self, algo: str = "") -> dict[str, Any]:
         return {"warmup_updates": self.warmup_updates}
 
     def scheduled_lr(self, hp: Any, update: int, n_updates: int) -> float:

@@ -45,7 +45,7 @@ class NormStatsNotRestored(Fault):
     onset_kinds = ("mid",)
     expected = ("explained_variance_negative",)
 
-    def setting(self) -> dict[str, Any]:
+    def setting(self, algo: str = "") -> dict[str, Any]:
         return {"norm_obs": True}
 
     def normalization_restarts(self, update: int) -> bool:

@@ -30,7 +30,7 @@ class ObsNormFrozen(Fault):
     backends = ("native", "sb3")
     expected = ('explained_variance_negative',)
 
-    def setting(self) -> dict[str, Any]:
+    def setting(self, algo: str = "") -> dict[str, Any]:
         return {"norm_obs": True}
 
     def obs_norm_training(self) -> bool:

@@ -52,7 +52,7 @@ class PostEosUnmasked(Fault):
     backends = ("native", "trl")
     expected = ("logp_per_token_low",)
 
-    def setting(self) -> dict[str, Any]:
+    def setting(self, algo: str = "") -> dict[str, Any]:
         return {"stop_at_close": True}
 
     def completion_mask(self, mask: torch.Tensor, tokens: torch.Tensor, eos: int, pad: int) -> torch.Tensor:

@@ -47,7 +47,7 @@ class ReferenceIsBaseModel(Fault):
     expected = ("kl_ref_high_at_start",)
     onset_kinds = ("0",)
 
-    def setting(self) -> dict[str, Any]:
+    def setting(self, algo: str = "") -> dict[str, Any]:
         return {"beta": self.beta}
 
     def reference_weights(self) -> str:

@@ -37,7 +37,7 @@ class RolloutPrecisionUncorrected(Fault):
     backends = ("native",)
     expected = ("sampler_mismatch_grows",)
 
-    def setting(self) -> dict[str, Any]:
+    def setting(self, algo: str = "") -> dict[str, Any]:
         return {"sampler_precision": "bf16", "is_correction": "token_truncate", "is_clip_max": 3.0}
 
     def hyperparams(self, hp: Any) -> Any:

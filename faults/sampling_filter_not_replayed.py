@@ -41,7 +41,7 @@ class SamplingFilterNotReplayed(Fault):
     backends = ("native",)
     expected = ("sampler_mismatch_high",)
 
-    def setting(self) -> dict[str, Any]:
+    def setting(self, algo: str = "") -> dict[str, Any]:
         return {"top_p": 0.9, "use_sampler_logprobs": True}
 
     def trainer_sampling_filter(self, top_k: int, top_p: float) -> tuple[int, float]:

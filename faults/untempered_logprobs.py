@@ -45,7 +45,7 @@ class UntemperedLogprobs(Fault):
         if self.temperature == 1.0:
             raise ConfigError("fault.temperature=1.0 leaves nothing to forget; use a temperature != 1")
 
-    def setting(self) -> dict[str, Any]:
+    def setting(self, algo: str = "") -> dict[str, Any]:
         return {"temperature": self.temperature}
 
     def logprob_temperature(self, temperature: float, where: str) -> float:

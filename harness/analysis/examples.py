@@ -220,7 +220,7 @@ def settings_to_check(meta: Mapping[str, Any]) -> tuple[str, ...]:
         changed = [f for f in sorted(names) if getattr(effective, f) != getattr(cfg, f)]
     except (ConfigError, TypeError, KeyError, ValueError):
         changed = []
-    out = [*fault.setting(), *changed]
+    out = [*fault.setting(meta.get("algo", "")), *changed]
     code = [h for h in overridden(cls) if h != "hyperparams"]
     if code:
         out.append(f"the code at {', '.join(code)} ({HOOK_SITES[code[0]]})")

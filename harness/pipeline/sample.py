@@ -239,7 +239,7 @@ class Space:
         settings = []
         for name in faults:
             try:
-                setting = FAULTS[name](**self._fault_params(name, setup, rng)).setting()
+                setting = FAULTS[name](**self._fault_params(name, setup, rng)).setting(setup.get("algo", ""))
             except ConfigError:
                 continue
             if setting:

@@ -321,7 +321,7 @@ def test_mid_run_onsets_that_differ_per_seed_train_as_one_batch(tmp_path):
 def test_the_presets_are_the_ones_the_pages_describe():
     """docs/catalogue.md: every fault on native PPO (CartPole, Acrobot, LunarLander, Hopper; the last three
     stepped by EnvPool), SB3's PPO (CartPole, Acrobot, on gymnasium's envs), GRPO natively and in TRL (onset 0
-    alone), the look-alike controls on each PPO env, 10 seeds at onset 0 and mid-run, a native PPO cell's seeds
+    alone), PPO-LM on the token task, the look-alike controls on each PPO env, 10 seeds at onset 0 and mid-run, a native PPO cell's seeds
     as one batch, on all local cores (joblib, the dataset sweep's launcher too; docs/datasets.md: 3000 draws by
     default, 20% healthy, 60% in another fault's setting, chunks of 8 runs a job); docs/clusters.md: the SLURM
     preset asks one CPU and 4 GB per run, 30 minutes, 64 runs in flight."""
@@ -336,7 +336,8 @@ def test_the_presets_are_the_ones_the_pages_describe():
                                                                                          "seed_batched")
     setups = {(s["algo"], s["env"], s["backend"]): s for s in sweeper["setups"]}
     assert set(setups) == {("ppo", env, "native") for env in ("cartpole", "acrobot", "lunarlander", "hopper")} | {
-        ("ppo", "cartpole", "sb3"), ("ppo", "acrobot", "sb3"), ("grpo", "toyseq", "native"), ("grpo", "toyseq", "trl")}
+        ("ppo", "cartpole", "sb3"), ("ppo", "acrobot", "sb3"), ("grpo", "toyseq", "native"), ("grpo", "toyseq", "trl"),
+        ("ppo_lm", "toyseq", "native")}
     envpool = {key for key, s in setups.items() if "env.engine=envpool" in s.get("extra", [])}
     assert envpool == {("ppo", env, "native") for env in ("acrobot", "lunarlander", "hopper")}
     assert [key for key, s in setups.items() if "onsets" in s] == [("grpo", "toyseq", "trl")]

@@ -399,7 +399,7 @@ def test_kl_penalty_sign_flip_is_inert_and_labelled_so_without_a_kl_term(store_d
     assert acting.meta["hyperparameters"]["configured"]["beta"] == 0.04
     assert label(acting.meta, True) == "kl_penalty_sign_flip"
 
-    monkeypatch.setattr(KLPenaltySignFlip, "setting", lambda self: {})      # version 1: no KL term of its own
+    monkeypatch.setattr(KLPenaltySignFlip, "setting", lambda self, algo="": {})      # version 1: no KL term of its own
     monkeypatch.setattr(KLPenaltySignFlip, "version", 1)
     faulty, twin = train(["fault=kl_penalty_sign_flip", *common]), train(["fault=none", *common])
     assert faulty.meta["hyperparameters"]["configured"]["beta"] == 0.0
