@@ -6,6 +6,7 @@ Python API: ``evaluate(detector, "results")`` returns an :class:`Evaluation` (se
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -13,7 +14,7 @@ import hydra
 from omegaconf import DictConfig
 
 from harness.commands.app import run_app
-from harness.config import CONF_DIR
+from harness.config import CONF_DIR, ConfigError
 from harness.detection import REFERENCE
 from harness.detection.base import Detector
 from harness.detection.base import build_detector as build
@@ -50,7 +51,11 @@ def app(cfg: DictConfig) -> None:
     detector = build_detector(cfg)
     choice = HydraConfig.get().runtime.choices.get("detector")
     name = choice if cfg.detector._target_ == REFERENCE.get(choice) else type(detector).__name__
-    ev = evaluate(detector, cfg.dataset, name=name)
+    try:
+        ev = evaluate(detector, cfg.dataset, name=name)
+    except ConfigError as exc:       # the detector broke the protocol mid-way (what it returned)
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(2)
     out_dir = Path(cfg.results_dir) / "evaluation" / name
     write(ev, out_dir, str(cfg.dataset))
 

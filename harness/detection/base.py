@@ -77,6 +77,24 @@ class Detector(Protocol):
     def update(self, update_index: int, metrics: dict[str, float]) -> list[Alarm]: ...
 
 
+def alarms_from(detector: Any, update_index: int, metrics: dict[str, float]) -> list[Alarm]:
+    """``detector.update(update_index, metrics)``, checked against the protocol: a list (or tuple) of
+    :class:`Alarm`, or None for none. Anything else raises ConfigError in one line naming the detector,
+    what it returned and the protocol (a dict alarm would otherwise fail deep in the scoring)."""
+    raised = detector.update(update_index, metrics)
+    if raised is None:
+        return []
+    items = list(raised) if isinstance(raised, (list, tuple)) else None
+    wrong = [raised] if items is None else [a for a in items if not isinstance(a, Alarm)]
+    if wrong:
+        bad = wrong[0]
+        what = "returned" if items is None else "returned a list holding"
+        raise ConfigError(f"{type(detector).__name__}.update {what} {type(bad).__name__} {bad!r:.60}; a detector's "
+                          "update returns a list of Alarm objects: from harness.detection import Alarm; "
+                          "return [Alarm(symptom, fault=None, score=1.0)] (or [] for none)")
+    return items
+
+
 def build_detector(spec: Any) -> Any:
     """A detector from an instance (returned as it is), a mapping with ``_target_`` and keyword
     arguments (instantiated through Hydra), a reference detector's name (``folk``, ``config_aware``,

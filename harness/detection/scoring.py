@@ -24,7 +24,7 @@ import pandas as pd
 
 from harness.analysis.signatures import share
 from harness.config import ConfigError, setup_label
-from harness.detection.base import Alarm, Detector, RunInfo, is_detector
+from harness.detection.base import Alarm, Detector, RunInfo, alarms_from, is_detector
 from harness.markdown import num, table
 from harness.metrics import CANONICAL
 from harness.store import atomic_write_bytes, atomic_write_parquet
@@ -62,7 +62,7 @@ def stream(detector: Detector, info: RunInfo, metrics: pd.DataFrame) -> list[tup
     alarms = []
     rows = metrics.reindex(columns=list(CANONICAL))        # a metric the dataset predates is NaN
     for update, row in zip(metrics["update"].to_numpy(), rows.to_dict("records")):
-        for alarm in detector.update(int(update), row) or []:
+        for alarm in alarms_from(detector, int(update), row):
             alarms.append((int(update), alarm))
     return alarms
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pandas as pd
 
-from harness.detection.base import Alarm, Detector, RunInfo
+from harness.detection.base import Alarm, Detector, RunInfo, alarms_from
 from harness.detection.config_aware import ConfigAwareDetector
 from harness.detection.folk import FolkDetector
 from harness.detection.ptt import PostTrainingToolkitDetector
@@ -43,7 +43,7 @@ def stream(detector: Detector, frame: pd.DataFrame, run_info: RunInfo,
     out: dict[int, Alarmed] = {}
     for i, row in enumerate(records):
         metrics = {k: float(v) for k, v in row.items() if v is not None and not (isinstance(v, float) and math.isnan(v))}
-        for alarm in detector.update(i, metrics) or []:
+        for alarm in alarms_from(detector, i, metrics):
             first = i if first is None else first
             if best is None or alarm.score > best.score:
                 best = alarm

@@ -37,7 +37,7 @@ from harness.analysis.invariants import CLASSES
 from harness.analysis.model import UNKNOWN, Answer, DiagnosisModel, load_models, shows
 from harness.config import ConfigError
 from harness.detection.base import Alarm as DetectorAlarm
-from harness.detection.base import RunInfo, build_detector
+from harness.detection.base import RunInfo, alarms_from, build_detector
 from harness.detection.diagnosis import answer_frame, find_model, pick_model
 from harness.logs import LoadedLog, to_canonical
 from harness.logs.readers import RawLog, number, records_frame
@@ -320,7 +320,7 @@ class Monitor:
         out = []
         for i, row in enumerate(log.metrics[names].to_dict("records")[self._fed:], start=self._fed):
             metrics = {k: float(v) for k, v in row.items() if v is not None and math.isfinite(v)}
-            for raised in self.detector.update(i, metrics) or []:
+            for raised in alarms_from(self.detector, i, metrics):
                 alarm = self.policy.see_detector(raised, name, i + 1, float(steps[i]))
                 if alarm is not None:
                     out.append(alarm)

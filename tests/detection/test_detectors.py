@@ -98,6 +98,49 @@ def test_cli_evaluates_reference_and_user_detectors(harness_dataset, tmp_path, m
     sys.modules.pop("mydetectors", None)
 
 
+DICT_DETECTOR = '''
+class DictAlarms:
+    """A user's detector that returns its alarms as dicts instead of Alarm objects."""
+    def reset(self, run_info):
+        pass
+    def update(self, update_index, metrics):
+        return [{"symptom": "reward stuck", "fault": "zero_reward", "score": 1.0}]
+'''
+
+
+def test_a_detector_returning_dicts_gets_one_line_naming_the_protocol(harness_dataset, tmp_path, monkeypatch):
+    """What used to fail deep in the scoring (AttributeError: 'dict' object has no attribute 'score')."""
+    (tmp_path / "dictdetectors.py").write_text(DICT_DETECTOR)
+    monkeypatch.syspath_prepend(tmp_path)          # python -m puts its working directory first on the path
+    monkeypatch.delitem(sys.modules, "dictdetectors", raising=False)
+    out = run("harness.evaluate", "detector._target_=dictdetectors.DictAlarms", f"dataset={harness_dataset.path}",
+              f"results_dir={tmp_path}", cwd=tmp_path)
+    assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, out.stderr
+    assert "DictAlarms.update returned a list holding dict" in out.stderr
+    assert "from harness.detection import Alarm" in out.stderr
+
+
+@pytest.mark.parametrize("returned, what", [
+    ("reward stuck", "returned str"), ([None], "holding NoneType"), (Alarm("x"), "returned Alarm"),
+    ({"symptom": "x"}, "returned dict"),
+])
+def test_what_a_detector_may_return(returned, what):
+    from harness.config import ConfigError
+    from harness.detection.base import alarms_from
+
+    class Returns:
+        def update(self, update_index, metrics):
+            return returned
+
+    with pytest.raises(ConfigError, match=what):
+        alarms_from(Returns(), 0, {})
+    ok = Returns()
+    ok.update = lambda i, m: (Alarm("a", "zero_reward"),)
+    assert alarms_from(ok, 0, {}) == [Alarm("a", "zero_reward")]
+    ok.update = lambda i, m: None
+    assert alarms_from(ok, 0, {}) == []
+
+
 @pytest.mark.parametrize("args, message", [
     (["detector._target_=nowhere.Nothing"], "detector._target_='nowhere.Nothing' cannot be imported"),
     (["detector._target_=collections.OrderedDict"], "is not a detector"),
