@@ -40,6 +40,19 @@ from harness.logs import LoadedLog, load_log
 #: old key -> (new key, the new key's default): the old names keep working, with a note
 ALIASES = {"run": ("select", None), "format": ("output", "text")}
 OUTPUTS = ("text", "json")
+#: fail_on=: which answers end the command with exit code 1 (for CI): never; anomalous (any answer but
+#: healthy or too_short: a fault, a class of faults, or "anomalous, cause unknown"); fault (a fault or a class)
+FAIL_ON = ("never", "anomalous", "fault")
+FAILED = 1
+
+
+def exit_code(result: Any, fail_on: str) -> int:
+    """The command's exit code for an answer under ``fail_on`` (:data:`FAIL_ON`): 1 when it fails, else 0."""
+    if fail_on == "anomalous":
+        return FAILED if result.answer not in (HEALTHY, TOO_SHORT) else 0
+    if fail_on == "fault":
+        return FAILED if result.kind in ("fault", "class") else 0
+    return 0
 
 
 def _select_words(text: str) -> str:
@@ -58,6 +71,10 @@ def settle(cfg: DictConfig) -> list[str]:
         value = cfg.get(key)
         if value is not None and value not in OUTPUTS:
             raise ConfigError(f"{key}={value!r}; {did_you_mean(value, OUTPUTS)}valid choices: {', '.join(OUTPUTS)}")
+    fail_on = cfg.get("fail_on", "never")
+    if fail_on not in FAIL_ON:
+        raise ConfigError(f"fail_on={fail_on!r}; {did_you_mean(str(fail_on), FAIL_ON)}valid choices: "
+                          f"{', '.join(FAIL_ON)}")
     check_algorithm(cfg.algorithm)
     notes = renamed(cfg, ALIASES)
     if cfg.get("catalogue") is not None:
@@ -87,7 +104,7 @@ _COMPARED: dict[str, tuple[LoadedLog, Comparison]] = {}
 
 
 def _key(cfg: DictConfig) -> str:
-    return OmegaConf.to_yaml({k: v for k, v in cfg.items() if k not in ("output", "top")})
+    return OmegaConf.to_yaml({k: v for k, v in cfg.items() if k not in ("output", "top", "fail_on")})
 
 
 def diagnosed(cfg: DictConfig) -> tuple[LoadedLog, Diagnosis]:
@@ -333,14 +350,34 @@ def as_json(cfg: DictConfig, log: LoadedLog, d: Diagnosis) -> dict[str, Any]:
 def app(cfg: DictConfig) -> None:
     settle(cfg)                      # its notes were printed when the command line was checked (validate)
     log, d = diagnosed(cfg)
+    code = exit_code(d.result, cfg.fail_on)
     if cfg.output == "json":
-        print(json.dumps(as_json(cfg, log, d), indent=2, default=float))
-        return
-    lines = describe(log, cfg) + report(d, cfg.top)
-    pair = compared(cfg)
-    if pair is not None:
-        lines += against_reference(cfg, *pair, cfg.top)
-    print("\n".join(lines))
+        print(json.dumps({**as_json(cfg, log, d), "fail_on": cfg.fail_on, "exit_code": code}, indent=2,
+                         default=float))
+    else:
+        lines = describe(log, cfg) + report(d, cfg.top)
+        pair = compared(cfg)
+        if pair is not None:
+            lines += against_reference(cfg, *pair, cfg.top)
+        if code:
+            lines.append(f"exit code {code}: the answer is {d.result.answer} and fail_on={cfg.fail_on}")
+        print("\n".join(lines))
+    if code:
+        sys.exit(code)
+
+
+def dashed_fail_on(argv: list[str]) -> list[str]:
+    """``--fail-on VALUE`` and ``--fail-on=VALUE`` (the spelling of other monitors' CLIs) as ``fail_on=VALUE``."""
+    out, i = [], 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "--fail-on" and i + 1 < len(argv):
+            out.append(f"fail_on={argv[i + 1]}")
+            i += 2
+            continue
+        out.append(f"fail_on={arg.split('=', 1)[1]}" if arg.startswith("--fail-on=") else arg)
+        i += 1
+    return out
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -348,7 +385,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     read and diagnosed once per call: a second call reads it again (it may have grown)."""
     try:
         run_app(app, config_name="diagnose", validate=validate, positional="log", spellings={"algo": "algorithm"},
-                argv=argv)
+                argv=dashed_fail_on(sys.argv[1:] if argv is None else list(argv)))
     finally:
         _DONE.clear()
         _COMPARED.clear()

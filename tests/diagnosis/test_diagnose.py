@@ -575,3 +575,35 @@ def test_model_kind_extratrees_fits_platt_scaled_trees_the_diagnosis_answers_wit
     row = examples[(examples["algo"] == "ppo") & (examples["view"] == "canonical") & (examples["prefix"] == 1.0)].head(1)
     (answer,) = model.diagnose(row, evidence_frame(row), row["n_rows"].to_numpy())
     assert sum(answer.probabilities.values()) == pytest.approx(1.0) and answer.answer
+
+
+@pytest.mark.parametrize("run, args, code", [
+    ("healthy", ["fail_on=anomalous"], 0), ("shared_policy", ["fail_on=anomalous"], 1),
+    ("shared_policy", ["--fail-on", "fault"], 1), ("shared_policy", ["--fail-on=never"], 0), ("shared_policy", [], 0),
+])
+def test_fail_on_gives_ci_its_exit_code(run, args, code):
+    """fail_on= (or --fail-on): exit code 1 when the answer fails the check, 0 otherwise; the default never fails."""
+    pair = DATA / "cleanrl_pair"
+    out = diagnose(f"log={pair / run}", *args, f"results_dir={ROOT / 'results'}")
+    assert out.returncode == code, out.stderr
+    assert ("exit code 1: the answer is" in out.stdout) == bool(code)
+
+
+def test_fail_on_reads_each_kind_of_answer():
+    from types import SimpleNamespace
+
+    from harness.commands.diagnose import exit_code
+
+    answers = {"healthy": ("healthy", "healthy"), "too_short": ("too_short", "too_short"),
+               "unknown": ("unknown", "unknown"), "fault": ("zero_reward", "fault"), "class": ("shared_policy", "class")}
+    codes = {when: {name: exit_code(SimpleNamespace(answer=a, kind=k), when) for name, (a, k) in answers.items()}
+             for when in ("never", "anomalous", "fault")}
+    assert codes["never"] == dict.fromkeys(answers, 0)
+    assert codes["anomalous"] == {"healthy": 0, "too_short": 0, "unknown": 1, "fault": 1, "class": 1}
+    assert codes["fault"] == {"healthy": 0, "too_short": 0, "unknown": 0, "fault": 1, "class": 1}
+
+
+def test_a_bad_fail_on_is_one_line(tmp_path):
+    out = diagnose(f"log={DATA / 'cleanrl_pair' / 'healthy'}", "fail_on=always", cwd=tmp_path)
+    assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1
+    assert "fail_on='always'; valid choices: never, anomalous, fault" in out.stderr
