@@ -8,15 +8,18 @@ the ranking in :mod:`harness.detection.diagnosis`; this module is the command. T
 
 from __future__ import annotations
 
+import glob
 import json
 import re
 import sys
+import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import hydra
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, read_write
 
 from harness.analysis import evidence
 from harness.analysis.invariants import CLASSES
@@ -36,6 +39,7 @@ from harness.detection.diagnosis import (
     find_model,
 )
 from harness.logs import LoadedLog, load_log
+from harness.logs.readers import find_runs
 
 #: old key -> (new key, the new key's default): the old names keep working, with a note
 ALIASES = {"run": ("select", None), "format": ("output", "text")}
@@ -107,14 +111,139 @@ def _key(cfg: DictConfig) -> str:
     return OmegaConf.to_yaml({k: v for k, v in cfg.items() if k not in ("output", "top", "fail_on")})
 
 
+#: the diagnosis models read, per model file (a batch reads its model once)
+_MODELS: dict[Path, Any] = {}
+
+
+def models(cfg: DictConfig) -> Any:
+    path = model_file(cfg)
+    if path not in _MODELS:
+        _MODELS[path] = load_models(path)
+    return _MODELS[path]
+
+
 def diagnosed(cfg: DictConfig) -> tuple[LoadedLog, Diagnosis]:
     """The log ``cfg`` names, read, and its diagnosis: computed once per configuration (the check before
     Hydra runs and the command share it; tests call it to diagnose in process as the command does)."""
     key = _key(cfg)
     if key not in _DONE:
         log = read(cfg)
-        _DONE[key] = (log, diagnose_log(log, load_models(model_file(cfg)), cfg.n_actions, cfg.optimizer_steps))
+        _DONE[key] = (log, diagnose_log(log, models(cfg), cfg.n_actions, cfg.optimizer_steps))
     return _DONE[key]
+
+
+# ---- many logs in one process -------------------------------------------------------------------
+
+ALL = "all"
+
+
+def batch(cfg: DictConfig) -> list[tuple[str, str | None]] | None:
+    """(path, run) of each log of a batch, or None when ``log=`` names one log. A batch is ``log=`` with a
+    glob pattern (``'runs/*/progress.csv'``, ``'out/**/trainer_state.json'``: each match, a directory
+    match holding several runs giving each of them) or ``select=all`` on a directory (each run in it)."""
+    pattern = str(cfg.log)
+    if any(c in pattern for c in "*?["):
+        paths = sorted(glob.glob(pattern, recursive=True))
+        if not paths:
+            raise ConfigError(f"log={pattern}: no file or directory matches this pattern")
+    elif cfg.select == ALL:
+        paths = [pattern]
+        if not Path(pattern).is_dir():
+            raise ConfigError(f"select=all reads every run in a directory; log={pattern} is not one")
+    else:
+        return None
+    out: list[tuple[str, str | None]] = []
+    for path in paths:
+        runs = find_runs(Path(path)) if Path(path).is_dir() else {}
+        if len(runs) > 1 or (runs and cfg.select == ALL):
+            out += [(path, name) for name in runs]
+        else:
+            out.append((path, None))
+    return out
+
+
+@dataclass
+class Row:
+    """One log of a batch: where it is, how it was read, its answer (or why it could not be read)."""
+    log: str
+    dialect: str = "-"
+    algo: str = "-"
+    steps: int = 0
+    answer: str = ""
+    code: int = 0
+    kind: str = ""
+    error: str = ""
+    item: dict[str, Any] | None = None
+
+
+def diagnose_batch(cfg: DictConfig, logs: list[tuple[str, str | None]]) -> list[Row]:
+    """Each log of the batch read and diagnosed in this process (the model read once), with progress on
+    stderr when it is a terminal; a log that cannot be read is a row with its one-line error, not the end of the batch."""
+    rows = []
+    for i, (path, run) in enumerate(logs, 1):
+        name = path if run in (None, ".") else f"{path}/{run}"
+        one = cfg.copy()
+        with read_write(one):
+            one.log, one.select = path, run
+        if sys.stderr.isatty():        # progress on a terminal, overwritten in place (a CI log gets the table alone)
+            print(f"\r\033[K[{i}/{len(logs)}] {name}", end="", file=sys.stderr, flush=True)
+        try:
+            log, d = diagnosed(one)
+        except ConfigError as exc:
+            rows.append(Row(name, answer="unreadable", code=2, error=str(exc)))
+            continue
+        finally:
+            _DONE.clear()
+        r = d.result
+        rows.append(Row(name, log.profile, log.algo, r.n_rows, short_answer(r), exit_code(r, cfg.fail_on),
+                        kind=r.kind, item={**as_json(one, log, d), "log": name} if cfg.output == "json" else None))
+    if sys.stderr.isatty():
+        print("\r\033[K", end="", file=sys.stderr, flush=True)
+    return rows
+
+
+def short_answer(r: Any) -> str:
+    """The answer in a few words, for a table: what it names, how sure, on what basis."""
+    basis = {"invariants": "a broken invariant", "evidence": "exact evidence"}.get(r.basis, "the model")
+    if r.answer == TOO_SHORT:
+        return f"too short to judge ({r.n_rows} steps)"
+    if r.answer == HEALTHY:
+        return "healthy" + (f" (P = {r.probability:.2f})" if r.basis == "model" else f" ({basis})")
+    if r.answer == UNKNOWN:
+        return f"anomalous, cause unknown ({basis})"
+    if r.kind == "class":
+        what = r.fault_class or "this log cannot tell them apart"
+        return f"one of {', '.join(r.members)}: {what} ({basis})"
+    return f"{r.answer}" + (f" (P = {r.probability:.2f})" if r.basis == "model" else f" ({basis})")
+
+
+def batch_lines(rows: list[Row], seconds: float) -> list[str]:
+    """The batch's summary: counts, then one table row per log."""
+    kinds = [r.kind for r in rows if not r.error]
+    named = sum(k in ("fault", "class") for k in kinds)
+    lines = [f"{len(rows)} logs in {seconds:.1f} s ({seconds / max(1, len(rows)):.1f} s a log): "
+             f"{kinds.count(HEALTHY)} healthy, {named} naming a fault or a class, {kinds.count(UNKNOWN)} anomalous "
+             f"with the cause unknown, {kinds.count(TOO_SHORT)} too short to judge, "
+             f"{sum(bool(r.error) for r in rows)} unreadable", "",
+             "| log | dialect | algorithm | steps | answer | exit |", "|---|---|---|---|---|---|"]
+    for r in rows:
+        answer = f"unreadable: {r.error}" if r.error else r.answer
+        lines.append(f"| {r.log} | {r.dialect} | {r.algo} | {r.steps} | {answer.replace('|', '/')} | {r.code} |")
+    return lines
+
+
+def run_batch(cfg: DictConfig, logs: list[tuple[str, str | None]]) -> int:
+    """Diagnose a batch, print its summary (text) or one object (json); the exit code is the worst log's."""
+    start = time.perf_counter()
+    rows = diagnose_batch(cfg, logs)
+    code = max((r.code for r in rows), default=0)
+    if cfg.output == "json":
+        print(json.dumps({"fail_on": cfg.fail_on, "exit_code": code, "seconds": time.perf_counter() - start,
+                          "logs": [r.item or {"log": r.log, "answer": "unreadable", "error": r.error} for r in rows]},
+                         indent=2, default=float))
+    else:
+        print("\n".join(batch_lines(rows, time.perf_counter() - start)))
+    return code
 
 
 def compared(cfg: DictConfig) -> tuple[LoadedLog, Comparison] | None:
@@ -139,6 +268,11 @@ def validate(cfg: DictConfig) -> None:
                           "progress.csv, a W&B export, a verl console log, or a CSV / JSON-lines log)")
     for note in settle(cfg):         # before the checks below, so it shows beside any error they raise
         print(note, file=sys.stderr)
+    if batch(cfg) is not None:
+        if cfg.get("reference") is not None:
+            raise ConfigError("reference= compares one log with one healthy run; give log= one log, not a batch")
+        models(cfg)
+        return
     diagnosed(cfg)
     compared(cfg)
 
@@ -349,6 +483,12 @@ def as_json(cfg: DictConfig, log: LoadedLog, d: Diagnosis) -> dict[str, Any]:
 @hydra.main(config_path=str(CONF_DIR), config_name="diagnose", version_base=None)
 def app(cfg: DictConfig) -> None:
     settle(cfg)                      # its notes were printed when the command line was checked (validate)
+    logs = batch(cfg)
+    if logs is not None:
+        code = run_batch(cfg, logs)
+        if code:
+            sys.exit(code)
+        return
     log, d = diagnosed(cfg)
     code = exit_code(d.result, cfg.fail_on)
     if cfg.output == "json":

@@ -607,3 +607,37 @@ def test_a_bad_fail_on_is_one_line(tmp_path):
     out = diagnose(f"log={DATA / 'cleanrl_pair' / 'healthy'}", "fail_on=always", cwd=tmp_path)
     assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1
     assert "fail_on='always'; valid choices: never, anomalous, fault" in out.stderr
+
+
+def test_many_logs_in_one_process_give_one_summary_table(tmp_path):
+    """A glob in log= (each match) or select=all on a directory (each run in it): one row per log, a log that
+    cannot be read is a row with its one-line error, and the exit code is the worst log's."""
+    batch = tmp_path / "runs"
+    shutil.copytree(DATA / "cleanrl_pair", batch)
+    (batch / "notes.csv").write_text("not,a,log\n")
+    out = diagnose(f"log={batch}/*", "fail_on=fault", f"results_dir={ROOT / 'results'}")
+    assert out.returncode == 2, out.stderr           # the unreadable log
+    assert "3 logs in" in out.stdout and "1 healthy, 1 naming a fault or a class" in out.stdout
+    table = {line.split(" | ")[0].removeprefix("| "): line for line in out.stdout.splitlines() if line.startswith("| /")}
+    assert "| healthy (P = " in table[f"{batch}/healthy"] and table[f"{batch}/healthy"].endswith("| 0 |")
+    assert "one of shared_policy" in table[f"{batch}/shared_policy"] and table[f"{batch}/shared_policy"].endswith("| 1 |")
+    assert "unreadable: log=" in table[f"{batch}/notes.csv"]
+
+    (batch / "notes.csv").unlink()
+    js = diagnose(f"log={batch}", "select=all", "output=json", "fail_on=anomalous", f"results_dir={ROOT / 'results'}")
+    assert js.returncode == 1, js.stderr
+    every = json.loads(js.stdout)
+    assert every["exit_code"] == 1 and len(every["logs"]) == 2
+    assert [x["log"].split("/")[-2] for x in every["logs"]] == ["healthy", "shared_policy"]
+    assert {x["answer"] for x in every["logs"]} == {"healthy", "shared_policy"} and JSON_KEYS <= set(every["logs"][0])
+
+
+@pytest.mark.parametrize("args, message", [
+    (["log=/no/such/*.csv"], "log=/no/such/*.csv: no file or directory matches this pattern"),
+    ([f"log={DATA / 'trl_ppo' / 'healthy' / 'checkpoint-100' / 'trainer_state.json'}", "select=all"], "is not one"),
+    ([f"log={DATA / 'cleanrl_pair'}/*", f"reference={DATA / 'cleanrl_pair' / 'healthy'}"], "not a batch"),
+])
+def test_bad_batches_are_one_line(args, message, tmp_path):
+    out = diagnose(*args, cwd=tmp_path)
+    assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, out.stderr
+    assert message in out.stderr
