@@ -174,6 +174,7 @@ class Row:
     kind: str = ""
     error: str = ""
     item: dict[str, Any] | None = None
+    result: Any = None
 
 
 def diagnose_batch(cfg: DictConfig, logs: list[tuple[str, str | None]]) -> list[Row]:
@@ -196,7 +197,8 @@ def diagnose_batch(cfg: DictConfig, logs: list[tuple[str, str | None]]) -> list[
             _DONE.clear()
         r = d.result
         rows.append(Row(name, log.profile, log.algo, r.n_rows, short_answer(r), exit_code(r, cfg.fail_on),
-                        kind=r.kind, item={**as_json(one, log, d), "log": name} if cfg.output == "json" else None))
+                        kind=r.kind, item={**as_json(one, log, d), "log": name} if cfg.output == "json" else None,
+                        result=r))
     if sys.stderr.isatty():
         print("\r\033[K", end="", file=sys.stderr, flush=True)
     return rows
@@ -232,6 +234,41 @@ def batch_lines(rows: list[Row], seconds: float) -> list[str]:
     return lines
 
 
+#: the self-test's logs, packaged with the harness (their README: where each comes from)
+SELF_TEST = Path(__file__).resolve().parent.parent / "data" / "selftest"
+
+
+def as_expected(r: Any, expect: str) -> bool:
+    """Whether an answer is the one a self-test log expects: healthy; a fault the answer names (alone or in
+    its class); or the class of faults a broken invariant gives."""
+    if expect == HEALTHY:
+        return r.answer == HEALTHY
+    return r.answer == expect or expect in r.members or r.fault_class == expect
+
+
+def run_self_test(cfg: DictConfig) -> int:
+    """Diagnose the packaged logs (:data:`SELF_TEST`) and print the scorecard: each log's expected and given
+    answer; exit code 1 when one is not as expected."""
+    labels = json.loads((SELF_TEST / "labels.json").read_text())
+    start = time.perf_counter()
+    rows = diagnose_batch(cfg, [(str(SELF_TEST / rel), None) for rel in labels])
+    seconds = time.perf_counter() - start
+    ok = {rel: row.result is not None and as_expected(row.result, label["expect"])
+          for (rel, label), row in zip(labels.items(), rows)}
+    healthy = [rel for rel, label in labels.items() if label["expect"] == HEALTHY]
+    lines = [f"self-test: {sum(ok.values())} of {len(ok)} logs answered as expected in {seconds:.1f} s "
+             f"({sum(ok[r] for r in healthy)} of {len(healthy)} healthy runs called healthy, "
+             f"{sum(ok[r] for r in ok if r not in healthy)} of {len(ok) - len(healthy)} faulty runs named); "
+             f"the logs: {SELF_TEST}", "",
+             "| log | written by | expected | answer | as expected |", "|---|---|---|---|---|"]
+    for (rel, label), row in zip(labels.items(), rows):
+        answer = f"unreadable: {row.error}" if row.error else row.answer
+        lines.append(f"| {rel} | {label['framework']} ({label['source']}) | {label['expect']} | {answer} | "
+                     f"{'yes' if ok[rel] else 'NO'} |")
+    print("\n".join(lines))
+    return 0 if all(ok.values()) else FAILED
+
+
 def run_batch(cfg: DictConfig, logs: list[tuple[str, str | None]]) -> int:
     """Diagnose a batch, print its summary (text) or one object (json); the exit code is the worst log's."""
     start = time.perf_counter()
@@ -263,6 +300,10 @@ def compared(cfg: DictConfig) -> tuple[LoadedLog, Comparison] | None:
 
 
 def validate(cfg: DictConfig) -> None:
+    if cfg.get("self_test"):
+        settle(cfg)
+        models(cfg)
+        return
     if cfg.log is None:
         raise ConfigError("log=PATH is required (a TensorBoard run directory or event file, trainer_state.json, "
                           "progress.csv, a W&B export, a verl console log, or a CSV / JSON-lines log)")
@@ -483,6 +524,11 @@ def as_json(cfg: DictConfig, log: LoadedLog, d: Diagnosis) -> dict[str, Any]:
 @hydra.main(config_path=str(CONF_DIR), config_name="diagnose", version_base=None)
 def app(cfg: DictConfig) -> None:
     settle(cfg)                      # its notes were printed when the command line was checked (validate)
+    if cfg.get("self_test"):
+        code = run_self_test(cfg)
+        if code:
+            sys.exit(code)
+        return
     logs = batch(cfg)
     if logs is not None:
         code = run_batch(cfg, logs)

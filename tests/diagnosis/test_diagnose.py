@@ -641,3 +641,24 @@ def test_bad_batches_are_one_line(args, message, tmp_path):
     out = diagnose(*args, cwd=tmp_path)
     assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, out.stderr
     assert message in out.stderr
+
+
+def test_the_self_test_diagnoses_the_packaged_logs_and_prints_its_scorecard(tmp_path, monkeypatch):
+    """self_test=true: every packaged log answered as labelled (exit 0); a log whose answer is not the one
+    expected is marked NO and the exit code is 1."""
+    out = diagnose("self_test=true", cwd=tmp_path)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "self-test: 9 of 9 logs answered as expected" in out.stdout
+    assert "3 of 3 healthy runs called healthy, 6 of 6 faulty runs named" in out.stdout
+
+    from harness.commands import diagnose as command
+
+    own = tmp_path / "selftest"
+    shutil.copytree(command.SELF_TEST, own)
+    labels = json.loads((own / "labels.json").read_text())
+    labels["cleanrl_pair/shared_policy"]["expect"] = "healthy"
+    (own / "labels.json").write_text(json.dumps(labels))
+    monkeypatch.setattr(command, "SELF_TEST", own)
+    off = diagnose("self_test=true", cwd=tmp_path)
+    assert off.returncode == 1 and "8 of 9 logs answered as expected" in off.stdout
+    assert "| cleanrl_pair/shared_policy |" in off.stdout and "| NO |" in off.stdout
