@@ -102,6 +102,7 @@ class Invariant:
     holds: str                     # what every healthy run satisfies
     source: str                    # where it comes from
     check: Check                   # Break (broken), False (holds), None (the log cannot tell)
+    reads: tuple[str, ...] = ()    # the metrics it reads (what to plot to see it)
 
 
 def _col(frame: pd.DataFrame, metric: str) -> tuple[np.ndarray, np.ndarray] | None:
@@ -282,24 +283,28 @@ def _entropy_positive(frame: pd.DataFrame, config: Mapping[str, Any]) -> Break |
 #: no change), so it comes before the trust region's invariants
 INVARIANTS: dict[str, Invariant] = {i.name: i for i in (
     Invariant("finite", "non-finite", "every loss, gradient norm, ratio, KL and advantage statistic logged is finite",
-              "arithmetic: a NaN or inf in the update poisons every weight it reaches", _finite_values),
+              "arithmetic: a NaN or inf in the update poisons every weight it reaches", _finite_values,
+              ("loss", "policy_loss", "value_loss", "grad_norm", "ratio_mean", "approx_kl", "adv_std")),
     Invariant("within_reach", "outside the trust region",
               "ratio mean <= 1e3, ratio max <= 1e6, approx_kl <= 1e3, KL to the reference <= 1e5",
               "algorithm: clipping and the KL penalty keep a working policy near its sampler and reference; "
-              "bounds orders of magnitude beyond every healthy run measured", _within_reach),
+              "bounds orders of magnitude beyond every healthy run measured", _within_reach,
+              ("ratio_mean", "ratio_max", "approx_kl", "kl_ref")),
     Invariant("signal_moves", "no learning signal",
               "the advantages are not exactly 0 on every step (their std; not every group's rewards identical; "
               "not a policy loss of 0 with a constant reward)", "algorithm: the policy gradient is advantage-weighted",
-              _signal_moves),
+              _signal_moves, ("adv_std", "adv_mean", "policy_loss", "reward_mean", "frac_reward_zero_std")),
     Invariant("entropy_positive", "deterministic policy", "a sampling policy's entropy is above 0 on some step",
-              "algorithm: PPO and GRPO sample from the policy", _entropy_positive),
+              "algorithm: PPO and GRPO sample from the policy", _entropy_positive, ("entropy",)),
     Invariant("ratio_moves", "trust region never acts",
               "with each batch taking more than one optimizer step, max |r - 1|, approx_kl or the k1 KL is not "
               "exactly 0 on every step", "algorithm and configuration: after the first optimizer step on a batch "
-              "the policy differs from the one that sampled it", _ratio_moves),
+              "the policy differs from the one that sampled it", _ratio_moves,
+              ("ratio_dev_max", "approx_kl", "kl_k1", "clipfrac")),
     Invariant("clipping_acts", "trust region never acts",
               "GRPO with batches reused at lr >= 1e-5: some clip fraction is above 0 on some of >= 100 steps",
-              "algorithm and configuration (logs with clip fractions only, e.g. TRL's)", _clipping_acts),
+              "algorithm and configuration (logs with clip fractions only, e.g. TRL's)", _clipping_acts,
+              ("clipfrac", "clipfrac_binding", "clip_low_frac")),
 )}
 
 

@@ -25,6 +25,7 @@ from harness.analysis import evidence
 from harness.analysis.invariants import CLASSES
 from harness.analysis.model import load_models
 from harness.analysis.reference import Comparison
+from harness.commands import diagnose_report as report_file
 from harness.commands.app import check_algorithm, renamed, run_app
 from harness.config import CONF_DIR, ConfigError, did_you_mean
 from harness.detection.diagnosis import (
@@ -108,7 +109,7 @@ _COMPARED: dict[str, tuple[LoadedLog, Comparison]] = {}
 
 
 def _key(cfg: DictConfig) -> str:
-    return OmegaConf.to_yaml({k: v for k, v in cfg.items() if k not in ("output", "top", "fail_on")})
+    return OmegaConf.to_yaml({k: v for k, v in cfg.items() if k not in ("output", "top", "fail_on", "report")})
 
 
 #: the diagnosis models read, per model file (a batch reads its model once)
@@ -175,6 +176,7 @@ class Row:
     error: str = ""
     item: dict[str, Any] | None = None
     result: Any = None
+    entry: Any = None
 
 
 def diagnose_batch(cfg: DictConfig, logs: list[tuple[str, str | None]]) -> list[Row]:
@@ -191,17 +193,30 @@ def diagnose_batch(cfg: DictConfig, logs: list[tuple[str, str | None]]) -> list[
         try:
             log, d = diagnosed(one)
         except ConfigError as exc:
-            rows.append(Row(name, answer="unreadable", code=2, error=str(exc)))
+            rows.append(Row(name, answer="unreadable", code=2, error=str(exc),
+                            entry=report_file.Entry(name, error=str(exc))))
             continue
         finally:
             _DONE.clear()
         r = d.result
         rows.append(Row(name, log.profile, log.algo, r.n_rows, short_answer(r), exit_code(r, cfg.fail_on),
                         kind=r.kind, item={**as_json(one, log, d), "log": name} if cfg.output == "json" else None,
-                        result=r))
+                        result=r, entry=report_entry(one, log, d, name) if cfg.get("report") else None))
     if sys.stderr.isatty():
         print("\r\033[K", end="", file=sys.stderr, flush=True)
     return rows
+
+
+def report_entry(cfg: DictConfig, log: LoadedLog, d: Diagnosis, name: str) -> Any:
+    """One log's part of the report file: its frame, answer, what fired, and the lines the command prints."""
+    return report_file.Entry(name, log.metrics, d.result, tuple(d.fired), tuple(d.expected),
+                             (verdict(d)[0], *describe(log, cfg), *report(d, cfg.top)), logged=tuple(log.used))
+
+
+def write_report(cfg: DictConfig, entries: list[Any], title: str) -> None:
+    path = report_file.check_path(cfg.report)
+    report_file.write(path, entries, title)
+    print(f"report: {path}", file=sys.stderr)
 
 
 def short_answer(r: Any) -> str:
@@ -253,6 +268,8 @@ def run_self_test(cfg: DictConfig) -> int:
     start = time.perf_counter()
     rows = diagnose_batch(cfg, [(str(SELF_TEST / rel), None) for rel in labels])
     seconds = time.perf_counter() - start
+    if cfg.get("report"):
+        write_report(cfg, [r.entry for r in rows], "The self-test's logs")
     ok = {rel: row.result is not None and as_expected(row.result, label["expect"])
           for (rel, label), row in zip(labels.items(), rows)}
     healthy = [rel for rel, label in labels.items() if label["expect"] == HEALTHY]
@@ -274,6 +291,8 @@ def run_batch(cfg: DictConfig, logs: list[tuple[str, str | None]]) -> int:
     start = time.perf_counter()
     rows = diagnose_batch(cfg, logs)
     code = max((r.code for r in rows), default=0)
+    if cfg.get("report"):
+        write_report(cfg, [r.entry for r in rows], f"Diagnosis of {len(rows)} logs ({cfg.log})")
     if cfg.output == "json":
         print(json.dumps({"fail_on": cfg.fail_on, "exit_code": code, "seconds": time.perf_counter() - start,
                           "logs": [r.item or {"log": r.log, "answer": "unreadable", "error": r.error} for r in rows]},
@@ -300,6 +319,8 @@ def compared(cfg: DictConfig) -> tuple[LoadedLog, Comparison] | None:
 
 
 def validate(cfg: DictConfig) -> None:
+    if cfg.get("report"):
+        report_file.check_path(cfg.report)
     if cfg.get("self_test"):
         settle(cfg)
         models(cfg)
@@ -537,6 +558,8 @@ def app(cfg: DictConfig) -> None:
         return
     log, d = diagnosed(cfg)
     code = exit_code(d.result, cfg.fail_on)
+    if cfg.get("report"):
+        write_report(cfg, [report_entry(cfg, log, d, str(cfg.log))], f"Diagnosis of {cfg.log}")
     if cfg.output == "json":
         print(json.dumps({**as_json(cfg, log, d), "fail_on": cfg.fail_on, "exit_code": code}, indent=2,
                          default=float))

@@ -662,3 +662,31 @@ def test_the_self_test_diagnoses_the_packaged_logs_and_prints_its_scorecard(tmp_
     off = diagnose("self_test=true", cwd=tmp_path)
     assert off.returncode == 1 and "8 of 9 logs answered as expected" in off.stdout
     assert "| cleanrl_pair/shared_policy |" in off.stdout and "| NO |" in off.stdout
+
+
+def test_the_report_file_shows_the_answer_and_the_traces_that_decided_it(tmp_path):
+    """report=PATH.md: the answer, the broken invariants and support, a figure of the deciding metrics (a PNG
+    beside it) and the whole printed answer; report=PATH.html: one file, the figure inside it; a batch: a
+    section per log, an unreadable log saying why."""
+    nan = DATA / "sb3_nan" / "progress.csv"
+    out = diagnose(f"log={nan}", f"report={tmp_path / 'nan.md'}", f"results_dir={ROOT / 'results'}")
+    assert out.returncode == 0, out.stderr
+    text = (tmp_path / "nan.md").read_text()
+    assert "broken invariant: finite broken on 1 of 1 steps" in text and "whiten_tiny_batch is supported by" in text
+    assert "![the metrics that decided the answer](nan-1.png)" in text and "dialect: sb3" in text
+    assert (tmp_path / "nan-1.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+    (tmp_path / "runs").mkdir()
+    shutil.copytree(DATA / "trl_pinned_ratio" / "pinned", tmp_path / "runs" / "pinned")
+    (tmp_path / "runs" / "notes.csv").write_text("not,a,log\n")
+    out = diagnose(f"log={tmp_path / 'runs'}/*", f"report={tmp_path / 'all.html'}", f"results_dir={ROOT / 'results'}")
+    page = (tmp_path / "all.html").read_text()
+    assert page.count("<h2>") == 2 and "Could not be read: log=" in page and "data:image/png;base64," in page
+    assert "clipping_acts broken on 300 of 300 steps" in page
+
+
+@pytest.mark.parametrize("report, message", [("out.pdf", "the suffix says the format; valid: .md"),
+                                             ("/no/such/dir/out.md", "no directory /no/such/dir")])
+def test_a_bad_report_path_is_one_line(report, message, tmp_path):
+    out = diagnose(f"log={DATA / 'sb3_nan' / 'progress.csv'}", f"report={report}", cwd=tmp_path)
+    assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1 and message in out.stderr
