@@ -23,7 +23,6 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
-from scipy.stats import fisher_exact
 
 Z95 = 1.959963984540054
 EXACT_LIMIT = 1 << 16      # enumerate up to this many permutations, sample beyond
@@ -143,6 +142,8 @@ def fisher_greater(fired_faulty: int, n_faulty: int, fired_healthy: int, n_healt
     either group is empty)."""
     if n_faulty == 0 or n_healthy == 0:
         return math.nan
+    from scipy.stats import fisher_exact  # here: scipy.stats takes ~1 s to import, which diagnose never needs
+
     table = [[fired_faulty, n_faulty - fired_faulty], [fired_healthy, n_healthy - fired_healthy]]
     return float(fisher_exact(table, alternative="greater").pvalue)
 
