@@ -5,9 +5,10 @@
     def test_my_detector_catches_zero_reward():
         assert_detects(MyDetector(), fault="zero_reward", min_recall=0.9, max_false_alarm_rate=0.05)
 
-The labelled dataset comes from the pytest plugin (``--harness-dataset=PATH``, a results_dir
-or its ``dataset/`` directory), or is generated small on first use and cached (pytest's
-cache under pytest, else ``$RL_FAULT_HARNESS_CACHE`` or ``~/.cache/rl-fault-harness``).
+The labelled dataset is the one packaged with the harness (:data:`PACKAGED`: the published dataset's
+test split, nothing to train), or the pytest plugin's ``--harness-dataset=PATH`` (a results_dir or
+its ``dataset/`` directory), or ``--harness-dataset=small``: a small one generated on first use and
+cached (pytest's cache under pytest, else ``$RL_FAULT_HARNESS_CACHE`` or ``~/.cache/rl-fault-harness``).
 On failure the message lists the faulty runs the detector missed and the healthy runs and
 controls it flagged, with the first alarm.
 """
@@ -31,6 +32,7 @@ from harness.detection.base import Detector
 from harness.detection.scoring import evaluate, load_dataset, setup_of
 from harness.pipeline.compose import make_experiment
 from harness.pipeline.train import get_or_train
+from harness.store import atomic_write_parquet
 
 #: the small dataset: (overrides shared by a setup, faults, seeds)
 SMALL = {
@@ -44,6 +46,10 @@ SMALL = {
     "grpo_single_pass": (["algo=grpo_single_pass", "env=toyseq", "env.total_timesteps=30720"], ["none"]),
 }
 SMALL_SEEDS = (0, 1, 2)
+#: the labelled dataset packaged with the harness (``python -m harness.testing package`` makes it)
+PACKAGED = Path(__file__).resolve().parent / "data" / "regression"
+#: ``--harness-dataset=small``: generate the small dataset instead
+GENERATE = "small"
 
 _settings: dict[str, Path | None] = {"dataset": None, "cache": None}
 
@@ -99,7 +105,55 @@ def _generate(root: Path, progress: bool) -> None:
 
 
 def default_dataset() -> LabelledDataset:
-    return LabelledDataset.load(_settings["dataset"] or small_dataset())
+    """The configured dataset: ``--harness-dataset`` (a path, or ``small`` to generate one), else the packaged one."""
+    chosen = _settings["dataset"]
+    if chosen is not None and str(chosen) == GENERATE:
+        return LabelledDataset.load(small_dataset())
+    return LabelledDataset.load(chosen or PACKAGED)
+
+
+def package(results: str | Path, out: Path = PACKAGED) -> Path:
+    """The packaged regression dataset from a published dataset (``results``: a results_dir or its
+    ``dataset/``): its test split by seed (seed % 5 == 4, splits.parquet ``by_seed``), keeping the runs
+    whose label is what was injected (a fault that manifested as itself, a healthy run or control that
+    learns); written as a dataset directory (data.parquet, runs.parquet) with a README of its counts."""
+    root = Path(results)
+    root = root / "dataset" if (root / "dataset" / "runs.parquet").exists() else root
+    data, runs = load_dataset(root)
+    split = pd.read_parquet(root / "splits.parquet")[["run_id", "by_seed"]]
+    runs = runs.merge(split, on="run_id")
+    keep = (runs["by_seed"] == "test") & ((runs["label"] == runs["fault"]) |
+                                           ((runs["fault"] == "none") & (runs["label"] == "healthy")))
+    runs = runs[keep].drop(columns="by_seed").reset_index(drop=True)
+    data = data[data["run_id"].isin(set(runs["run_id"]))].reset_index(drop=True)
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_parquet(out / "data.parquet", data)
+    atomic_write_parquet(out / "runs.parquet", runs)
+    setups = runs.groupby(["algo", "backend"]).size()
+    faults = runs[runs["fault"] != "none"]
+    lines = ["# The regression dataset packaged with the harness", "",
+             "`harness.testing.assert_detects` reads it by default: nothing is trained. Made by "
+             f"`python -m harness.testing package {results}` from the published dataset's test split by seed "
+             "(seed % 5 == 4), keeping runs whose label is what was injected. The published diagnosis model is "
+             "fitted on another split (held-out runs, 30% stratified by fault), so some of these runs trained it.",
+             "", f"{len(runs)} runs, {len(data)} rows: {int((runs['fault'] == 'none').sum())} healthy "
+             f"({int(runs['is_control'].sum())} of them look-alike controls), {len(faults)} faulty of "
+             f"{faults['fault'].nunique()} faults.", "", "| algorithm | backend | runs |", "|---|---|---|",
+             *(f"| {a} | {b} | {n} |" for (a, b), n in setups.items())]
+    (out / "README.md").write_text("\n".join(lines) + "\n")
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m harness.testing package [RESULTS_DIR]``: make the packaged regression dataset."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m harness.testing", description=main.__doc__)
+    parser.add_argument("command", choices=["package"])
+    parser.add_argument("results", nargs="?", default="results")
+    args = parser.parse_args(argv)
+    out = package(args.results)
+    print(f"wrote {out} ({sum(f.stat().st_size for f in out.iterdir()) / 1e6:.1f} MB)")
 
 
 def assert_detects(detector: Detector, fault: str, min_recall: float = 1.0,
@@ -150,3 +204,7 @@ def assert_detects(detector: Detector, fault: str, min_recall: float = 1.0,
     if problems:
         name = getattr(detector, "name", type(detector).__name__)
         raise AssertionError(f"{name} on {fault} (dataset {ds.path}):\n" + "\n".join(problems))
+
+
+if __name__ == "__main__":
+    main()

@@ -47,7 +47,7 @@ def test_configs_and_model_are_package_data():
     shipped = {p for pattern in patterns for p in (ROOT / "harness").glob(pattern)}
     wanted = {p for p in CONF_DIR.rglob("*") if p.is_file()} | {PACKAGED_MODEL, PACKAGED_MODEL.with_name("model_card.json"),
                                                                  PACKAGED_MODEL.with_name("directions.json")}
-    wanted |= {p for p in (ROOT / "harness" / "data" / "selftest").rglob("*") if p.is_file()}    # the self-test's logs
+    wanted |= {p for d in ("selftest", "regression") for p in (ROOT / "harness" / "data" / d).rglob("*") if p.is_file()}
     assert wanted <= shipped, sorted(str(p) for p in wanted - shipped)
     assert PACKAGED_MODEL == ROOT / "harness" / "data" / "model" / "diagnosis.joblib" and PACKAGED_MODEL.exists()
 

@@ -13,6 +13,7 @@ from harness import testing
 from harness.detection.config_aware import ConfigAwareDetector
 from harness.testing import assert_detects
 from tests.helpers import SilentDetector
+from tests.paths import ROOT
 
 
 class Never(SilentDetector):
@@ -98,8 +99,38 @@ TWO_RUNS = {"ppo": (["algo=ppo", "env=cartpole", "env.total_timesteps=384", "alg
                     ["none", "zero_reward"])}
 
 
-def test_without_the_option_the_plugin_generates_its_small_dataset_once(pytester, monkeypatch):
-    """No ``--harness-dataset``: the plugin generates its small dataset (real runs of every fault of
+def test_without_the_option_assert_detects_reads_the_packaged_dataset_and_trains_nothing(monkeypatch):
+    """No ``--harness-dataset``: the dataset packaged with the harness (the published dataset's test split),
+    read in seconds; nothing is trained."""
+    from harness.detection import Alarm
+
+    class ZeroRewardWatch:
+        def reset(self, run_info):
+            self.zeros = 0
+
+        def update(self, update_index, metrics):
+            self.zeros = self.zeros + 1 if metrics.get("reward_mean") == 0 else 0
+            return [Alarm("reward stuck at 0", "zero_reward")] if self.zeros >= 3 else []
+
+    monkeypatch.setattr(testing, "_settings", {"dataset": None, "cache": None})
+    monkeypatch.setattr(testing, "get_or_train", lambda *a, **k: pytest.fail("trained a run"))
+    ds = testing.default_dataset()
+    assert ds.path == testing.PACKAGED and set(ds.runs["algo"]) == {"ppo", "grpo"} and len(ds.runs) > 500
+    assert_detects(ZeroRewardWatch(), fault="zero_reward", min_recall=0.5, max_false_alarm_rate=0.1)
+    with pytest.raises(AssertionError, match="recall 0.00 < 0.90 on shared_policy"):
+        assert_detects(ZeroRewardWatch(), fault="shared_policy", min_recall=0.9)
+
+
+def test_the_packaged_dataset_is_the_published_dataset_s_test_split(tmp_path):
+    """``python -m harness.testing package results`` remakes it from results/dataset: the same runs."""
+    out = testing.package(ROOT / "results", tmp_path / "regression")
+    assert pd.read_parquet(out / "runs.parquet").equals(pd.read_parquet(testing.PACKAGED / "runs.parquet"))
+    runs = pd.read_parquet(out / "runs.parquet")
+    assert (runs["seed"] % 5 == 4).all() and ((runs["label"] == runs["fault"]) | (runs["label"] == "healthy")).all()
+
+
+def test_with_small_the_plugin_generates_its_small_dataset_once(pytester, monkeypatch):
+    """``--harness-dataset=small``: the plugin generates its small dataset (real runs of every fault of
     ``harness.testing.SMALL``, each seed of ``SMALL_SEEDS``) into pytest's cache on first use, and reads it
     from there afterwards. Run here on a plan of the same shape with four short runs (the real plan's 54
     runs take minutes; each of its runs composes: the next test)."""
@@ -108,7 +139,7 @@ def test_without_the_option_the_plugin_generates_its_small_dataset_once(pytester
     monkeypatch.setattr(testing, "SMALL_SEEDS", (0, 1))
     cache = pytester.path / "cache"
     pytester.makepyfile(test_user=USER_TESTS)
-    result = pytester.runpytest_inprocess("-o", f"cache_dir={cache}", "-s")
+    result = pytester.runpytest_inprocess("-o", f"cache_dir={cache}", "-s", "--harness-dataset=small")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["*small dataset 1/4*", "*small dataset 4/4*", "*Lazy on zero_reward*",
                                  "*recall 0.00 < 0.90 on zero_reward: missed 2 of 2 runs*"])
@@ -116,7 +147,7 @@ def test_without_the_option_the_plugin_generates_its_small_dataset_once(pytester
     runs = pd.read_parquet(root / "dataset" / "runs.parquet")
     assert sorted(zip(runs["fault"], runs["seed"])) == [("none", 0), ("none", 1), ("zero_reward", 0), ("zero_reward", 1)]
     assert testing.small_dataset(cache / "d" / "rl-fault-harness") == root          # kept: not generated again
-    again = pytester.runpytest_inprocess("-o", f"cache_dir={cache}", "-s")
+    again = pytester.runpytest_inprocess("-o", f"cache_dir={cache}", "-s", "--harness-dataset=small")
     again.assert_outcomes(passed=1, failed=1)
     assert "small dataset" not in again.stdout.str()
 
