@@ -29,13 +29,15 @@ advantages can explode to extreme values (e.g., +-1,000,000)" from division by a
 epsilon). TRL adds 1e-4 to the std and verl 1e-6.
 """
 
-from dataclasses import dataclass, replace
-from typing import Any
+from __future__ import annotations
 
-import torch
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
 
 from faults.base import Fault, param
-from harness.agents.grpo_math import loo_advantages
 
 
 @dataclass
@@ -69,6 +71,7 @@ class AdvStdNoFloor(Fault):
         return replace(hp, adv_eps=0.0) if self.variant == "zero_std" else hp
 
     def group_advantages(self, rewards: torch.Tensor, group_size: int, healthy: torch.Tensor) -> torch.Tensor:
+        from harness.agents.grpo_math import loo_advantages
         if self.variant == "zero_std":
             return healthy
         return loo_advantages(rewards, group_size, floor=0.0)       # the guard before PR 4161: std > 0

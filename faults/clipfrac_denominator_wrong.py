@@ -18,9 +18,13 @@ report); the harness's PPO policies emit one action, so ``width`` (84 by default
 measured inflation) stands for a chunked head this model does not have.
 """
 
-from dataclasses import dataclass
+from __future__ import annotations
 
-import torch
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
 
 from faults.base import Fault, param
 
@@ -44,6 +48,7 @@ class ClipfracDenominatorWrong(Fault):
 
     def ratio_metrics(self, stats: dict[str, float], ratio: torch.Tensor, log_ratio: torch.Tensor, clip_range: float,
                       mask: torch.Tensor | None) -> dict[str, float]:
+        import torch
         rows = ratio.shape[0] if mask is None else int(mask.sum())
         per_dim = torch.ones(ratio.shape[0], self.width)            # the mask the sum is broadcast against
 

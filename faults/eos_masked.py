@@ -18,9 +18,13 @@ calculation, it is technically possible that the LLM may unlearn generating stop
 RL runs"); verl#535 (the same question for SFT, citing trl#1623's non-stop generation).
 """
 
-from dataclasses import dataclass
+from __future__ import annotations
 
-import torch
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
 
 from faults.base import Fault
 

@@ -18,10 +18,13 @@ harness's PPO update (the harness's GRPO has its own accumulation fault,
 ``grad_accum_microbatch_dropped``), so it tests whether the PPO metrics show a loss scaled by 1/G.
 """
 
-from dataclasses import dataclass
-from typing import Any
+from __future__ import annotations
 
-import torch
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
 
 from faults.base import Fault, param
 

@@ -18,12 +18,15 @@ prompts. This leads to invalid advantage computations and results in the model f
 grouping looks to be formed across the batch rather than K completions for the same prompt").
 """
 
-from dataclasses import dataclass
+from __future__ import annotations
 
-import torch
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
 
 from faults.base import Fault, param
-from harness.agents.grpo_math import group_advantages
 
 
 @dataclass
@@ -45,6 +48,7 @@ class GroupMisalignment(Fault):
 
     @staticmethod
     def generation_major(n: int, group_size: int) -> torch.Tensor:
+        import torch
         return torch.arange(n).view(n // group_size, group_size).T.reshape(-1)
 
     def group_layout(self, rewards: torch.Tensor, group_size: int) -> torch.Tensor:
@@ -53,6 +57,9 @@ class GroupMisalignment(Fault):
         return rewards
 
     def group_advantages(self, rewards: torch.Tensor, group_size: int, healthy: torch.Tensor) -> torch.Tensor:
+        import torch
+
+        from harness.agents.grpo_math import group_advantages
         if self.variant == "misassigned":
             return healthy
         order = self.generation_major(rewards.numel(), group_size)

@@ -24,10 +24,13 @@ Jiayi-Pan/TinyZero#89 (a published GRPO run whose config shows rollout.n = 1); m
 (num_generations=1: "the degenerated case, should be 0"; ms-swift then rejected it).
 """
 
-from dataclasses import dataclass, replace
-from typing import Any
+from __future__ import annotations
 
-import torch
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
 
 from faults.base import Fault, param
 
@@ -58,6 +61,7 @@ class GroupSizeOne(Fault):
         return replace(hp, group_size=1, n_prompts=hp.n_prompts * hp.group_size)
 
     def group_advantages(self, rewards: torch.Tensor, group_size: int, healthy: torch.Tensor) -> torch.Tensor:
+        import torch
         if group_size != 1:
             return healthy
         if self.estimator == "rloo_vectorized":

@@ -17,9 +17,13 @@ way stays right: the share of samples whose clipped surrogate term is the one us
 and the ratio statistics. A log in SB3's or CleanRL's names carries clip_fraction alone.
 """
 
-from dataclasses import dataclass
+from __future__ import annotations
 
-import torch
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
 
 from faults.base import Fault
 
@@ -40,6 +44,7 @@ class MetricConstant(Fault):
 
     def ratio_metrics(self, stats: dict[str, float], ratio: torch.Tensor, log_ratio: torch.Tensor, clip_range: float,
                       mask: torch.Tensor | None) -> dict[str, float]:
+        import torch
         clipped_ratio = ratio.clamp(1 - clip_range, 1 + clip_range)
         high, low = clipped_ratio > 1 + clip_range, clipped_ratio < 1 - clip_range       # never true
 

@@ -18,10 +18,13 @@ gradients. The logged grad_norm is the pre-clip norm of the accumulated gradient
 subclass whose ``zero_grad`` does this (``policy_kwargs["optimizer_class"]``).
 """
 
-from dataclasses import dataclass
-from typing import Any
+from __future__ import annotations
 
-import torch
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
 
 from faults.base import Fault, param
 from harness.hooks import Hooks

@@ -11,9 +11,13 @@ wrong one, as the buggy code logs it. SB3 computes the surrogate inside PPO.trai
 expressible there.
 """
 
-from dataclasses import dataclass
+from __future__ import annotations
 
-import torch
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
 
 from faults.base import Fault, param
 
@@ -33,6 +37,7 @@ class PolicyLossSignFlip(Fault):
     expected = ('return_falls',)
 
     def surrogate(self, pg_loss1: torch.Tensor, pg_loss2: torch.Tensor) -> torch.Tensor:
+        import torch
         if self.mistake == "missing_minus":
             return -torch.max(pg_loss1, pg_loss2)
         return torch.min(pg_loss1, pg_loss2)

@@ -24,10 +24,13 @@ stopped on a secondary EOS "keeps whatever follows it (padding / continued sampl
 and is counted as clipped: ``clipped_ratio ≈ 0.97`` at step 1 on Phi-3.5).
 """
 
-from dataclasses import dataclass
-from typing import Any
+from __future__ import annotations
 
-import torch
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
 
 from faults.base import Fault
 

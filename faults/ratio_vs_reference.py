@@ -20,9 +20,13 @@ it unbalances the loss"). No public bug report of a trainer shipping this ratio 
 public evidence is a proposal (rejected) and a review remark.
 """
 
-from dataclasses import dataclass
+from __future__ import annotations
 
-import torch
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
 
 from faults.base import Fault
 

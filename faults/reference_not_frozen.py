@@ -24,9 +24,13 @@ looking KL. (aburkov/theLMbook#8 asks why a reference "would get updated every i
 it is DeepSeekMath's per-iteration reference reset, by design, not this bug.)
 """
 
-from dataclasses import dataclass
+from __future__ import annotations
 
-import torch
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
 
 from faults.base import Fault, param
 

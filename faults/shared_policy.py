@@ -11,9 +11,13 @@ The healthy look-alike (one epoch, one minibatch, where ratio == 1 is correct) i
 minimind#775, ms-swift#4727 and trl#3120 ask about; the maintainers answer that it is on-policy.
 """
 
-from dataclasses import dataclass
+from __future__ import annotations
 
-import torch
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
 
 from faults.base import Fault
 

@@ -7,10 +7,12 @@ and overrides only the hooks it needs, so no fault ever edits agent code.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
+
+if TYPE_CHECKING:
+    import torch
 
 
 class Hooks:
@@ -124,6 +126,8 @@ class Hooks:
     def surrogate(self, pg_loss1: torch.Tensor, pg_loss2: torch.Tensor) -> torch.Tensor:
         """The per-sample clipped surrogate loss from its unclipped and clipped terms
         (``-A * r`` and ``-A * clip(r)``): the pessimistic bound, their maximum."""
+        import torch      # here: the hooks and faults import without torch (diagnose never needs it)
+
         return torch.max(pg_loss1, pg_loss2)
 
     def ratio_metrics(self, stats: dict[str, float], ratio: torch.Tensor, log_ratio: torch.Tensor,
