@@ -126,7 +126,7 @@ class Hooks:
     def surrogate(self, pg_loss1: torch.Tensor, pg_loss2: torch.Tensor) -> torch.Tensor:
         """The per-sample clipped surrogate loss from its unclipped and clipped terms
         (``-A * r`` and ``-A * clip(r)``): the pessimistic bound, their maximum."""
-        import torch      # here: the hooks and faults import without torch (diagnose never needs it)
+        import torch  # here: the hooks and faults import without torch (diagnose never needs it)
 
         return torch.max(pg_loss1, pg_loss2)
 

@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 import torch
 
-from harness.analysis.signatures import SIGNATURES
 from harness.agents.ppo_lm import KLController, clipped_value_loss, masked_whiten, token_gae, token_rewards
+from harness.analysis.signatures import SIGNATURES
 from harness.config import ConfigError
 from harness.hooks import HEALTHY
 from harness.metrics import NOT_PPO_LM, PPO_LM_ONLY, applicable
