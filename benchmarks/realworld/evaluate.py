@@ -260,7 +260,15 @@ NOT_TUNED = ("None of these logs was used for fitting or tuning the diagnosis: t
              "is one the log cannot reveal; the entry was added to the table of what each log cannot show, and the "
              "stored answers were summarised again (--from-json; no log was diagnosed again, the model is "
              "unchanged). The trl (defaults) figures on the faults the log can show are therefore not decided "
-             "before the answers were seen; the figures on all faults are unchanged.")
+             "before the answers were seen; the figures on all faults are unchanged. The TRL PPOTrainer logs (trl_ppo) "
+             "were diagnosed on 2026-12-02 while their reader was being written, and changes followed that knew "
+             "the answers: the invariants that read a pinned ratio count only steps whose entropy is at least 1e-3 "
+             "(a policy that stopped sampling has a ratio of 1 whatever the code does; excessive_lr's logs had "
+             "been answered in the pinned-ratio class); and on 2026-12-03 the faults kl_penalty_sign_flip, "
+             "reference_not_frozen and vf_coef_too_large were made to apply to PPO-LM with two exact signatures, "
+             "kl_penalty_zero (|KL| within 1e-5 of 0: the bound was set after reading the reference_not_frozen "
+             "logs' |objective/kl| <= 3.3e-7) and kl_penalty_adds_reward (those logs' answers had been healthy). "
+             "The trl_ppo figures are therefore not a clean test of those changes.")
 
 
 # ---- labels -> logs to diagnose -----------------------------------------------------------------------
