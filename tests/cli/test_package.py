@@ -115,3 +115,14 @@ def test_the_built_wheel_runs_every_command_from_an_empty_directory():
     out = subprocess.run(["bash", ".ci/wheel"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=3600)
     assert out.returncode == 0, f"{out.stdout[-3000:]}\n{out.stderr[-6000:]}"
     assert "wheel: every command ran from" in out.stdout
+
+
+def test_the_version_is_written_once():
+    """pyproject.toml reads the version from harness.__version__; the installed metadata says the same."""
+    import importlib.metadata
+
+    import harness
+
+    assert "version" in PYPROJECT["project"]["dynamic"] and "version" not in PYPROJECT["project"]
+    assert PYPROJECT["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "harness.__version__"}
+    assert importlib.metadata.version("rl-fault-harness") == harness.__version__
