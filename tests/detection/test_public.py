@@ -72,3 +72,20 @@ def test_a_cause_counts_at_class_level_when_its_class_holds_the_fault(cause, fau
     from benchmarks.leaderboard import CAUSE_CLASSES, in_class
 
     assert in_class(fault, CAUSE_CLASSES.get(cause, ())) == expected
+
+
+def test_the_figures_docs_benchmarks_quotes_are_the_recorded_leaderboard():
+    import json
+
+    from benchmarks.leaderboard import _pct
+    from tests.paths import ROOT
+
+    recorded = json.loads((ROOT / "benchmarks" / "results" / "leaderboard.json").read_text())
+    rows = {r["detector"]: r for r in recorded["rows"] if r["framework"] == "all"}
+    text = (ROOT / "docs" / "benchmarks.md").read_text()
+    table = text.split("<!-- leaderboard figures: from benchmarks/results/leaderboard.md -->")[1].split("\n\n")[0]
+    names = {"zen-rl": "zen"}
+    for line in table.strip().splitlines()[2:]:
+        detector, quiet, alarmed, named, _ = [c.strip() for c in line.strip("|").split("|")]
+        r = rows[names.get(detector, detector)]
+        assert (quiet, alarmed, named) == (_pct(r["healthy_quiet"]), _pct(r["detected"]), _pct(r["class_level"]))
