@@ -283,3 +283,19 @@ def test_real_trl_ppo_trainer_logs_are_read_with_their_config_and_answered(run, 
     assert r.answer == expected, (r.answer, r.broken)
     if expected != HEALTHY:
         assert r.fault_class == "trust region never acts" and r.broken[0]["steps"][0] == 1
+
+
+def test_a_ratio_that_moves_is_not_pinned_because_approx_kl_rounds_to_zero():
+    """The last updates of a healthy run whose lr anneals toward 0: approx_kl (k3) of such a tiny update rounds
+    to exactly 0 in float32 while max |r - 1| is still ~5e-5 (11 of the dataset's 328 healthy PPO runs, read
+    over their last 5 rows): the ratio moves, so ratio_moves holds; with every exact quantity at 0 it breaks."""
+    import pandas as pd
+
+    from harness.analysis import invariants
+
+    config = {"n_epochs": 4, "n_minibatches": 4}
+    tail = pd.DataFrame({"update": range(34, 39), "approx_kl": 0.0, "ratio_dev_max": [1.7e-4, 1.6e-4, 9e-5, 5e-5, 4.6e-5],
+                         "lr": [3.2e-5, 2.6e-5, 1.9e-5, 1.3e-5, 6e-6]})
+    assert invariants.check(tail, config)["ratio_moves"] is False
+    pinned = tail.assign(ratio_dev_max=0.0)
+    assert invariants.check(pinned, config)["ratio_moves"].invariant == "ratio_moves"
