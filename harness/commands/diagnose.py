@@ -172,7 +172,6 @@ class Row:
     steps: int = 0
     answer: str = ""
     code: int = 0
-    kind: str = ""
     error: str = ""
     item: dict[str, Any] | None = None
     result: Any = None
@@ -200,7 +199,7 @@ def diagnose_batch(cfg: DictConfig, logs: list[tuple[str, str | None]]) -> list[
             _DONE.clear()
         r = d.result
         rows.append(Row(name, log.profile, log.algo, r.n_rows, short_answer(r), exit_code(r, cfg.fail_on),
-                        kind=r.kind, item={**as_json(one, log, d), "log": name} if cfg.output == "json" else None,
+                        item={**as_json(one, log, d), "log": name} if cfg.output == "json" else None,
                         result=r, entry=report_entry(one, log, d, name) if cfg.get("report") else None))
     if sys.stderr.isatty():
         print("\r\033[K", end="", file=sys.stderr, flush=True)
@@ -236,7 +235,7 @@ def short_answer(r: Any) -> str:
 
 def batch_lines(rows: list[Row], seconds: float) -> list[str]:
     """The batch's summary: counts, then one table row per log."""
-    kinds = [r.kind for r in rows if not r.error]
+    kinds = [r.result.kind for r in rows if r.result is not None]
     named = sum(k in ("fault", "class") for k in kinds)
     lines = [f"{len(rows)} logs in {seconds:.1f} s ({seconds / max(1, len(rows)):.1f} s a log): "
              f"{kinds.count(HEALTHY)} healthy, {named} naming a fault or a class, {kinds.count(UNKNOWN)} anomalous "
