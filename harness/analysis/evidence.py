@@ -63,7 +63,11 @@ def printed_decimals(frame: pd.DataFrame) -> int | None:
     cols = [c for c in frame.columns if c not in COUNTERS]
     if not cols:
         return None
-    values = pd.DataFrame({c: pd.to_numeric(frame[c], errors="coerce") for c in cols}).to_numpy(dtype=float).ravel()
+    numeric = frame[cols]
+    if all(pd.api.types.is_numeric_dtype(t) for t in numeric.dtypes):      # the usual log: one array, no copies
+        values = numeric.to_numpy(dtype=float, na_value=np.nan).ravel()
+    else:
+        values = pd.DataFrame({c: pd.to_numeric(frame[c], errors="coerce") for c in cols}).to_numpy(dtype=float).ravel()
     values = values[np.isfinite(values)]
     values = np.unique(values[values != np.round(values)])
     if len(values) < 10:
