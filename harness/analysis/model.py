@@ -38,22 +38,13 @@ from typing import Any
 import joblib
 import numpy as np
 import pandas as pd
-import sklearn
-from sklearn.base import BaseEstimator, TransformerMixin
-from sklearn.calibration import CalibratedClassifierCV
-from sklearn.ensemble import ExtraTreesClassifier, HistGradientBoostingClassifier
-from sklearn.impute import SimpleImputer
-from sklearn.linear_model import LogisticRegression
-from sklearn.model_selection import GroupKFold, cross_val_predict
-from sklearn.pipeline import make_pipeline
-from sklearn.preprocessing import FunctionTransformer, StandardScaler
-from threadpoolctl import threadpool_limits
 
 from harness.analysis import evidence
 from harness.analysis.examples import HEALTHY, evidence_frame, feature_columns
 from harness.analysis.features import FEATURE_VERSION, MIN_ROWS
 from harness.analysis.identifiability import Identifiability, identify
 from harness.analysis.labels import UNLABELLED
+from harness.analysis.linear import LinearModel, signed_log
 from harness.config import ConfigError
 from harness.store import atomic_write_bytes, atomic_write_json
 
@@ -88,67 +79,17 @@ def check_kind(kind: str) -> str:
     return kind
 
 
+def make_estimator(kind: str = "boosting", seed: int = 0) -> Any:
+    """The scikit-learn classifier of a model ``kind`` (:func:`harness.analysis.estimators.build`)."""
+    from harness.analysis.estimators import build  # scikit-learn: only to fit
+
+    return build(resolved_kind(kind), seed)
+
+
 def resolved_kind(kind: str) -> str:
     """``kind`` with the logistic strength it is fitted with spelled out (``logistic`` -> ``logistic:0.03``):
     what a model card records, so that a change of the default is visible in the models it made."""
     return f"logistic:{LOGISTIC_C}" if kind == "logistic" else kind
-
-
-def _signed_log(X: np.ndarray) -> np.ndarray:
-    return np.sign(X) * np.log1p(np.abs(X))
-
-
-class TrainingRange(TransformerMixin, BaseEstimator):
-    """Clips each feature to the range the training logs spanned (its ``q`` and ``1 - q`` quantiles,
-    by default its minimum and maximum, faulty logs included), so a log unlike any training log (another task's entropy scale, a schedule
-    that logs a learning rate of exactly 0) cannot push a linear model's logits beyond what training
-    ever produced; missing values stay missing. ``outside(X)`` says which features of a row were
-    clipped."""
-
-    def __init__(self, q: float = 0.0):
-        self.q = q
-
-    def fit(self, X: np.ndarray, y: Any = None) -> TrainingRange:
-        X = np.asarray(X, dtype=float)
-        with warnings.catch_warnings():      # a feature no training log has: no range, left as it is
-            warnings.simplefilter("ignore", RuntimeWarning)
-            self.low_ = np.nanquantile(X, self.q, axis=0)
-            self.high_ = np.nanquantile(X, 1 - self.q, axis=0)
-        self.low_ = np.where(np.isnan(self.low_), -np.inf, self.low_)
-        self.high_ = np.where(np.isnan(self.high_), np.inf, self.high_)
-        return self
-
-    def transform(self, X: np.ndarray) -> np.ndarray:
-        X = np.asarray(X, dtype=float)
-        return np.where(np.isnan(X), np.nan, np.clip(X, self.low_, self.high_))
-
-    def outside(self, X: np.ndarray) -> np.ndarray:
-        """Boolean [rows, features]: where a value lies outside the training range."""
-        X = np.asarray(X, dtype=float)
-        return ~np.isnan(X) & ((X < self.low_) | (X > self.high_))
-
-
-def make_estimator(kind: str = "boosting", seed: int = 0) -> Any:
-    """A classifier: ``boosting`` (gradient-boosted trees) or ``extratrees`` (extremely randomised
-    trees), a missing value as a sentinel far below any real one and probabilities Platt-scaled on 3
-    cross-validation folds; or ``logistic`` (L2 multinomial logistic regression on signed-log,
-    standardised features with missing-value indicators, its own probabilities; ``logistic:C`` sets
-    its inverse regularisation strength, default ``LOGISTIC_C``)."""
-    family, _, strength = kind.partition(":")
-    missing = SimpleImputer(strategy="constant", fill_value=-1e13, keep_empty_features=True)   # absent: far below
-    if kind == "boosting":
-        base = make_pipeline(missing, HistGradientBoostingClassifier(
-            max_iter=80, learning_rate=0.1, max_leaf_nodes=15, min_samples_leaf=4, l2_regularization=1.0,
-            random_state=seed))
-    elif kind == "extratrees":
-        base = make_pipeline(missing, ExtraTreesClassifier(n_estimators=200, min_samples_leaf=1, random_state=seed))
-    elif family == "logistic":
-        return make_pipeline(TrainingRange(), SimpleImputer(strategy="median", add_indicator=True, keep_empty_features=True),
-                             FunctionTransformer(_signed_log), StandardScaler(),
-                             LogisticRegression(C=float(strength or LOGISTIC_C), max_iter=3000))
-    else:
-        raise ValueError(f"unknown model kind {kind!r}; valid: {', '.join(KINDS)}")
-    return CalibratedClassifierCV(base, method="sigmoid", cv=3)
 
 
 @dataclass
@@ -325,9 +266,11 @@ class DiagnosisModel:
         """For each row, the quantities (a metric, or a ``cfg:`` / ``rel:`` / ``sig:`` feature) with a
         feature outside the range of every training log of this view, and on which side ("above" /
         "below"); empty when the estimator keeps no training range (tree models)."""
-        steps = getattr(self.estimator, "steps", None)
-        span = steps[0][1] if steps else None
-        if not isinstance(span, TrainingRange):
+        span = self.estimator if isinstance(self.estimator, LinearModel) else None
+        steps = getattr(self.estimator, "steps", None)       # a logistic pipeline saved before LinearModel
+        if steps and hasattr(steps[0][1], "outside"):
+            span = steps[0][1]
+        if span is None:
             return [{} for _ in range(len(rows))]
         X = self._X(rows)
         out = []
@@ -401,6 +344,8 @@ def folds(labels: np.ndarray, groups: np.ndarray) -> list[tuple[np.ndarray, np.n
     """The 3 folds by run every out-of-fold quantity of a fit uses; None with fewer than 3 runs."""
     if len(set(groups)) < 3:
         return None
+    from sklearn.model_selection import GroupKFold
+
     return list(GroupKFold(3).split(np.zeros(len(labels)), labels, groups))
 
 
@@ -409,6 +354,8 @@ def out_of_fold(kind: str, seed: int, X: np.ndarray, labels: np.ndarray, cv: lis
     """Each training log's probabilities from a model (and evidence rates) fitted without its run
     (the folds ``cv``), after the evidence (``observed``: the fitted items already out of fold, their
     rates pooled by ``ranges``)."""
+    from sklearn.model_selection import cross_val_predict
+
     order = np.unique(labels)
     with warnings.catch_warnings():      # a rare class missing from a fold gets probability 0 there
         warnings.filterwarnings("ignore", message="Number of classes in training fold")
@@ -443,6 +390,8 @@ def fit(examples: pd.DataFrame, algo: str, view: str, seed: int = 0, kind: str =
     if cv is not None:               # the fitted items: ranges from all logs, rates from out-of-fold observations
         ranges, settings_seen = evidence.setting_evidence(data, labels, algo, settings or {}, cv)
         observed = pd.concat([observed, settings_seen], axis=1)
+    from threadpoolctl import threadpool_limits
+
     estimator = make_estimator(kind, seed=seed)
     with threadpool_limits(1):       # fits run in parallel processes: one thread each
         estimator.fit(X, labels)
@@ -484,11 +433,23 @@ def json_safe(obj: Any) -> Any:
 
 
 def save_models(models: dict[tuple[str, str], DiagnosisModel], path: Path, card: dict[str, Any]) -> None:
+    """Write the models (a logistic one as :class:`LinearModel`, which numpy alone reads) and their card.
+    A tree model stays a scikit-learn object: its file records the scikit-learn version that reads it."""
+    from harness.analysis.estimators import compiled
+
+    models = {key: dataclasses.replace(m, estimator=compiled(m.estimator)) for key, m in models.items()}
+    needs = None if all(isinstance(m.estimator, LinearModel) for m in models.values()) else sklearn_version()
     buf = io.BytesIO()
-    joblib.dump({"sklearn": sklearn.__version__, "feature_version": FEATURE_VERSION, "models": models}, buf,
-                compress=3)
+    joblib.dump({"sklearn": needs, "feature_version": FEATURE_VERSION, "models": models}, buf, compress=3)
     atomic_write_bytes(path, buf.getvalue())
     atomic_write_json(path.with_name("model_card.json"), json_safe(card))
+
+
+def sklearn_version() -> str:
+    """The installed scikit-learn's version, read without importing it (an import takes 1-2 s)."""
+    from importlib.metadata import version
+
+    return version("scikit-learn")
 
 
 def load_models(path: Path) -> dict[tuple[str, str], DiagnosisModel]:
@@ -500,8 +461,20 @@ def load_models(path: Path) -> dict[tuple[str, str], DiagnosisModel]:
     except Exception as exc:  # a corrupt or foreign file
         raise ConfigError(f"the diagnosis model at {path} cannot be read ({type(exc).__name__}): rebuild it "
                           "with python -m harness.catalogue") from None
-    if bundle.get("sklearn") != sklearn.__version__ or bundle.get("feature_version") != FEATURE_VERSION:
-        raise ConfigError(f"the diagnosis model at {path} was built with scikit-learn {bundle.get('sklearn')} and "
-                          f"features v{bundle.get('feature_version')}; this is {sklearn.__version__} / "
+    needs = bundle.get("sklearn")
+    if (needs is not None and needs != sklearn_version()) or bundle.get("feature_version") != FEATURE_VERSION:
+        raise ConfigError(f"the diagnosis model at {path} was built with scikit-learn {needs} and "
+                          f"features v{bundle.get('feature_version')}; this is {sklearn_version()} / "
                           f"v{FEATURE_VERSION}: rebuild it with python -m harness.catalogue")
     return bundle["models"]
+
+
+def __getattr__(name: str) -> Any:
+    """The estimator classes a model pickled before :class:`LinearModel` names here (scikit-learn, on demand)."""
+    if name in ("TrainingRange", "_signed_log"):
+        if name == "_signed_log":
+            return signed_log
+        from harness.analysis.estimators import TrainingRange
+
+        return TrainingRange
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

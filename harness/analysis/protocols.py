@@ -309,8 +309,8 @@ class KeptModels:
         mine = self.examples[self.examples["algo"] == algo]
         model = next(m for (a, _), m in self.models.items() if a == algo)
         kind = model.info.get("kind", "")         # a card before model_kind: the fitted strength itself
-        if kind == "logistic" and hasattr(model.estimator[-1], "C"):
-            kind = f"logistic:{model.estimator[-1].C:g}"
+        if kind == "logistic" and hasattr(model.estimator, "C"):
+            kind = f"logistic:{model.estimator.C:g}"
         return {"examples": len(mine), "trained_on_runs": int(mine["run_id"].nunique()),
                 "examples_version": self.card.get("examples_version"), "model_kind": self.card.get("model_kind", kind),
                 "fitted": "before cards recorded it"}

@@ -377,7 +377,8 @@ def test_a_log_unlike_every_training_log_is_clipped_and_said():
     """The logistic model reads each feature within the range its training logs spanned: a log far outside
     it (another task's entropy scale) moves the logits no further than the most extreme training log did,
     and the answer names the quantities it lies outside (and on which side)."""
-    from harness.analysis.model import TrainingRange, make_estimator
+    from harness.analysis.estimators import TrainingRange
+    from harness.analysis.model import make_estimator
 
     rng = np.random.default_rng(0)
     n = 120
@@ -399,6 +400,29 @@ def test_a_log_unlike_every_training_log_is_clipped_and_said():
     answers = model.diagnose(pd.concat([edge, beyond.assign(**{"cfg:lr": 1e-6})]), pd.DataFrame([{}, {}]), [20, 20])
     assert answers[0].unlike_training == {}
     assert answers[1].unlike_training == {"entropy": "above", "cfg:lr": "below"}
+
+
+def test_a_saved_logistic_model_is_arrays_and_answers_as_the_pipeline(tmp_path):
+    """A logistic model is saved as LinearModel (numpy reads it: no scikit-learn import in diagnose), and
+    its probabilities and training range are the fitted pipeline's."""
+    from harness.analysis.linear import LinearModel
+    from harness.analysis.model import load_models, make_estimator, save_models
+
+    rng = np.random.default_rng(1)
+    n = 150
+    y = np.array([HEALTHY, "a", "b"])[np.arange(n) % 3]
+    X = pd.DataFrame({"entropy:median": rng.normal(1.0, 0.1, n) + (y == "a") * 0.5,
+                      "cfg:lr": np.where(np.arange(n) % 7 == 0, np.nan, rng.uniform(1e-4, 1e-3, n)),
+                      "clipfrac:log_min": rng.normal(-2, 0.2, n) - (y == "b") * 0.4})
+    est = make_estimator("logistic").fit(X.to_numpy(), y)
+    fitted = DiagnosisModel("ppo", "canonical", list(X.columns), list(est.classes_), est)
+    save_models({("ppo", "canonical"): fitted}, tmp_path / "m.joblib", {})
+    saved = load_models(tmp_path / "m.joblib")[("ppo", "canonical")]
+    assert isinstance(saved.estimator, LinearModel) and saved.estimator.C == pytest.approx(0.03)
+    probe = pd.concat([X, pd.DataFrame([{"entropy:median": 9.0, "cfg:lr": np.nan, "clipfrac:log_min": -9.0}])])
+    assert saved.probabilities(probe).to_numpy() == pytest.approx(fitted.probabilities(probe).to_numpy(), abs=1e-12)
+    assert saved.unlike_training(probe) == fitted.unlike_training(probe)
+    assert saved.unlike_training(probe)[-1] == {"entropy": "above", "clipfrac": "below"}
 
 
 def test_settings_to_check_come_from_every_run_of_a_fault():
