@@ -352,8 +352,14 @@ def test_the_site_lists_every_page():
 
     site = yaml.safe_load((ROOT / "mkdocs.yml").read_text())
     assert site["docs_dir"] == "docs" and site.get("strict") is True
-    nav = [page for entry in site["nav"] for page in entry.values()]
-    assert len(nav) == len(set(nav)) and set(nav) == {p.name for p in (ROOT / "docs").glob("*.md")}
+    def pages(entries):           # a section's value is a list of entries
+        for entry in entries:
+            for value in entry.values():
+                yield from (pages(value) if isinstance(value, list) else [value])
+
+    nav = list(pages(site["nav"]))
+    docs = ROOT / "docs"
+    assert len(nav) == len(set(nav)) and set(nav) == {str(p.relative_to(docs)) for p in docs.rglob("*.md")}
     assert "pip install -r docs/requirements.txt && mkdocs serve" in (ROOT / "README.md").read_text()
     install = [b.text for page in ("README.md", "docs/index.md") for b in blocks(ROOT / page)
                if b.lang == "bash" and "python -m harness fault=shared_policy" in b.text]
