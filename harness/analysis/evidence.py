@@ -307,7 +307,7 @@ SIZED: dict[str, tuple[str, ...]] = {
     "grpo": ("lr", "n_prompts", "n_minibatches", "max_new_tokens", "n_layers", "d_model", "n_heads", "d_ff",
              "hidden", "warmup_updates"),
 }
-SEPARATES = 1e-5           # an item is kept when it fires more often on a fault that changes its setting than
+SETTING_ALPHA = 1e-5           # an item is kept when it fires more often on a fault that changes its setting than
                            # elsewhere at this p-value (one-sided Fisher exact test, out of fold): about 20 items
                            # per view, 7 views a build, so the chance that noise passes anywhere stays < 0.2%
 
@@ -339,7 +339,7 @@ class SettingRanges:
     the setting (its *owners*); on every other class (healthy included) it fires at one pooled rate,
     that of the logs where the setting was not the bug, so a few logs of an unrelated fault that
     happen to fall outside the range point to nothing. An item is kept when it fires more often on
-    an owner than at that pooled rate (:data:`SEPARATES`); its rates are measured out of fold (a
+    an owner than at that pooled rate (:data:`SETTING_ALPHA`); its rates are measured out of fold (a
     configuration outside the other folds' range counts) and used like every other item's.
 
     Where the training logs of an owner hold values beyond the range (a misconfigured tiny clip range
@@ -424,7 +424,7 @@ class SettingRanges:
             out[item] = {c: (per[c] if c in owners else pooled) for c in per}
         return out
 
-    def separates(self, item: str, per: Mapping[str, tuple[int, int]], alpha: float = SEPARATES) -> bool:
+    def separates(self, item: str, per: Mapping[str, tuple[int, int]], alpha: float = SETTING_ALPHA) -> bool:
         """Whether an item's pooled counts show it firing more often on one of its owners than where the
         setting was not the bug: one-sided Fisher exact p-value below ``alpha``."""
         owners = set(self.owners.get(setting_key(item)[0], ()))

@@ -178,7 +178,7 @@ class DiagnosisModel:
         return pd.DataFrame(self.estimator.predict_proba(self._X(rows)), columns=list(self.estimator.classes_),
                             index=rows.index)
 
-    def silent(self, fired: Mapping[str, bool | None]) -> tuple[str, ...]:
+    def invisible_in(self, fired: Mapping[str, bool | None]) -> tuple[str, ...]:
         """The faults this log cannot show: those the view cannot show, unless an evidence item that
         fired in this log raises their odds against healthy ``SHOWN`` times or more (measured rates)."""
         shown: set[str] = set()
@@ -187,10 +187,11 @@ class DiagnosisModel:
                 shown |= shows(self.rates.get(name, {}), self.identifiability.invisible)
         return tuple(f for f in self.identifiability.invisible if f not in shown)
 
-    def shifted(self, combined: pd.Series, silent: Sequence[str], weight: float) -> pd.Series:
-        """The probabilities with the healthy-looking classes' odds raised ``weight`` times."""
-        looks = {HEALTHY, *silent}
-        out = combined.astype(float) * np.array([weight if c in looks else 1.0 for c in combined.index])
+    def shifted(self, combined: pd.Series, invisible: Sequence[str], weight: float) -> pd.Series:
+        """The probabilities with the healthy-looking classes' odds (healthy and the ``invisible``
+        faults) raised ``weight`` times."""
+        healthy_looking = {HEALTHY, *invisible}
+        out = combined.astype(float) * np.array([weight if c in healthy_looking else 1.0 for c in combined.index])
         total = float(out.sum())
         return out / total if total > 0 else combined.astype(float)
 
@@ -198,10 +199,10 @@ class DiagnosisModel:
               weight: float) -> tuple[tuple[str, ...], pd.Series, float]:
         """For one log after the evidence: the faults it cannot show, the probabilities with the
         healthy-looking classes weighted ``weight`` (most probable first), and P(anomalous)."""
-        invisible = self.silent(fired)
+        invisible = self.invisible_in(fired)
         probs = self.shifted(combined, invisible, weight).sort_values(ascending=False)
-        looks = {HEALTHY, *invisible}
-        return invisible, probs, float(probs[[c for c in probs.index if c not in looks]].sum())
+        healthy_looking = {HEALTHY, *invisible}
+        return invisible, probs, float(probs[[c for c in probs.index if c not in healthy_looking]].sum())
 
     def scores(self, combined: pd.DataFrame, observed: pd.DataFrame) -> np.ndarray:
         """P(anomalous) of every row of ``combined`` (after the evidence ``observed``, aligned),
@@ -216,7 +217,7 @@ class DiagnosisModel:
         features, for the values the evidence report quotes)."""
         ident = self.identifiability
         invisible, probs, anomalous = self.weigh(combined, fired, self.healthy_weight)
-        silent = {HEALTHY, *invisible}
+        healthy_looking = {HEALTHY, *invisible}
         common = dict(probabilities={str(k): float(v) for k, v in probs.items()},
                       model_probabilities={str(k): float(v) for k, v in model_probs.sort_values(ascending=False).items()},
                       anomalous=anomalous, threshold=ANSWER_THRESHOLD, healthy_weight=self.healthy_weight,
@@ -228,7 +229,7 @@ class DiagnosisModel:
             return Answer(HEALTHY, HEALTHY, **common)
         classes: dict[tuple[str, ...], float] = {}
         for c, p in probs.items():
-            if c not in silent:
+            if c not in healthy_looking:
                 members = ident.members(str(c))
                 classes[members] = classes.get(members, 0.0) + float(p)
         members, p_class = max(classes.items(), key=lambda kv: kv[1])

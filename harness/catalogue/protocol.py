@@ -242,7 +242,7 @@ def verdict(calibration: GroupCounts, separating: bool, heldout_p: float) -> str
 
 
 @dataclass(frozen=True)
-class Evidence:
+class CellEvidence:
     """An item selected on the calibration half (a separating signature, or a metric as
     ``"<name> (AUROC)"``), its held-out p-value, and its strength on calibration (the order of the
     fallback test); ``fitted``: a signature, whose threshold was fitted on the calibration half."""
@@ -254,7 +254,7 @@ class Evidence:
 
 
 def signature_rows(results: SignatureResults, split: dict[str, Groups], expected: list[str]
-                   ) -> tuple[list[SignatureRow], list[Evidence]]:
+                   ) -> tuple[list[SignatureRow], list[CellEvidence]]:
     """Every signature on the cell: threshold and verdict from the calibration half, counts on both
     halves, the held-out Fisher p-value; and the separating ones as evidence (strength: how far the
     calibration faulty rate clears the healthy and control rates)."""
@@ -269,7 +269,7 @@ def signature_rows(results: SignatureResults, split: dict[str, Groups], expected
         heldout_p = stats.fisher_greater(held.faulty.k, held.faulty.n, held.healthy.k, held.healthy.n)
         if separating:
             others = [r for r in (cal.healthy.rate, cal.control.rate) if math.isfinite(r)]
-            evidence.append(Evidence(name, heldout_p, cal.faulty.rate - max(others, default=0.0), fitted=True))
+            evidence.append(CellEvidence(name, heldout_p, cal.faulty.rate - max(others, default=0.0), fitted=True))
         rows.append(SignatureRow(name=name, expected=name in expected, calibrated=sig.calibrated,
                                  threshold=threshold, default_threshold=sig.threshold, direction=sig.direction,
                                  calibration=cal, held_out=held, separates_calibration=separating,
@@ -340,7 +340,7 @@ def metric_names(algo: str) -> list[str]:
 
 
 def metric_rows(cell: Cell, rs: RunSet, summaries: Summaries, split: dict[str, Groups],
-                rng: np.random.Generator, n_mc: int) -> tuple[list[MetricRow], list[Evidence]]:
+                rng: np.random.Generator, n_mc: int) -> tuple[list[MetricRow], list[CellEvidence]]:
     """Every testable metric of the cell's algorithm (see :func:`metric_test`), Holm-adjusted over
     the cell; the ones selected on the calibration half are tested on the held-out half (one-sided
     permutation test in the calibrated direction) and become evidence (strength: 2 |AUROC - 0.5| on
@@ -357,13 +357,13 @@ def metric_rows(cell: Cell, rs: RunSet, summaries: Summaries, split: dict[str, G
         sign = 1 if row.cal_auroc >= 0.5 else -1
         test = HeldOutTest(auroc=stats.auroc(pos, neg), p=stats.one_sided_perm_p(sign * pos, sign * neg, rng, n_mc))
         rows[i] = replace(row, held_out=test)
-        evidence.append(Evidence(f"{row.name} (AUROC)", test.p, 2 * abs(row.cal_auroc - 0.5)))
+        evidence.append(CellEvidence(f"{row.name} (AUROC)", test.p, 2 * abs(row.cal_auroc - 0.5)))
     return rows, evidence
 
 
 # ---- the cell -----------------------------------------------------------------------------
 
-def manifested_by(evidence: list[Evidence]) -> list[str]:
+def manifested_by(evidence: list[CellEvidence]) -> list[str]:
     """The fallback procedure (:func:`stats.fallback`) over the items in the order the calibration
     half ranks them (strongest first; at equal strength as listed: signatures, then metrics): the
     first is tested at ALPHA / 2, each later one at its halving share plus the level of the one
@@ -397,7 +397,7 @@ def same_metrics(faulty: pd.DataFrame, healthy: pd.DataFrame, names: list[str]) 
 
 
 def cell_summary(cell: Cell, rs: RunSet, windows: dict[str, Window], split: dict[str, Groups],
-                 evidence: list[Evidence]) -> CellSummary:
+                 evidence: list[CellEvidence]) -> CellSummary:
     """The cell as a whole: its runs, how its faulty seeds ended, whether it manifested (and by
     what), whether it could have (``min_p``: the smallest p-value its held-out seeds could give,
     every faulty seed firing and no healthy one), and its progress metric faulty vs healthy (the

@@ -49,6 +49,8 @@ OUTPUTS = ("text", "json")
 #: healthy or too_short: a fault, a class of faults, or "anomalous, cause unknown"); fault (a fault or a class)
 FAIL_ON = ("never", "anomalous", "fault")
 FAILED = 1
+#: the answer kinds that name a cause: one fault, or a class of faults the log cannot tell apart
+NAMING = ("fault", "class")
 
 
 def exit_code(result: Any, fail_on: str) -> int:
@@ -56,7 +58,7 @@ def exit_code(result: Any, fail_on: str) -> int:
     if fail_on == "anomalous":
         return FAILED if result.answer not in (HEALTHY, TOO_SHORT) else 0
     if fail_on == "fault":
-        return FAILED if result.kind in ("fault", "class") else 0
+        return FAILED if result.kind in NAMING else 0
     return 0
 
 
@@ -236,7 +238,7 @@ def short_answer(r: Any) -> str:
 def batch_lines(rows: list[Row], seconds: float) -> list[str]:
     """The batch's summary: counts, then one table row per log."""
     kinds = [r.result.kind for r in rows if r.result is not None]
-    named = sum(k in ("fault", "class") for k in kinds)
+    named = sum(k in NAMING for k in kinds)
     lines = [f"{len(rows)} logs in {seconds:.1f} s ({seconds / max(1, len(rows)):.1f} s a log): "
              f"{kinds.count(HEALTHY)} healthy, {named} naming a fault or a class, {kinds.count(UNKNOWN)} anomalous "
              f"with the cause unknown, {kinds.count(TOO_SHORT)} too short to judge, "

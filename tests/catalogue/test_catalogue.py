@@ -259,19 +259,19 @@ def test_an_item_that_fails_does_not_end_the_manifestation_test():
     came first and ended the fixed sequence before a metric that separates the held-out seeds
     (adv_sign_flip on Acrobot, return -500 vs -85: 'no trace'); the fallback procedure tests the metric
     too, and a signature behind a failing metric as well."""
-    from harness.catalogue.protocol import Evidence, manifested_by
+    from harness.catalogue.protocol import CellEvidence, manifested_by
 
-    signature = Evidence("return_falls", 0.22, 1.0, fitted=True)
-    metric = Evidence("return_mean (AUROC)", 0.004, 1.0)
+    signature = CellEvidence("return_falls", 0.22, 1.0, fitted=True)
+    metric = CellEvidence("return_mean (AUROC)", 0.004, 1.0)
     assert manifested_by([signature, metric]) == ["return_mean (AUROC)"]
-    assert manifested_by([Evidence("approx_kl (AUROC)", 0.5, 1.0),
-                          Evidence("vf_coef_effective_high", 0.004, 1.0, fitted=True)]) == ["vf_coef_effective_high"]
-    assert manifested_by([Evidence("reward_zero", 0.004, 1.0, fitted=True),
-                          Evidence("entropy (AUROC)", 0.3, 0.9)]) == ["reward_zero"]
-    assert manifested_by([Evidence("entropy (AUROC)", 0.3, 0.9)]) == []
+    assert manifested_by([CellEvidence("approx_kl (AUROC)", 0.5, 1.0),
+                          CellEvidence("vf_coef_effective_high", 0.004, 1.0, fitted=True)]) == ["vf_coef_effective_high"]
+    assert manifested_by([CellEvidence("reward_zero", 0.004, 1.0, fitted=True),
+                          CellEvidence("entropy (AUROC)", 0.3, 0.9)]) == ["reward_zero"]
+    assert manifested_by([CellEvidence("entropy (AUROC)", 0.3, 0.9)]) == []
     # when both pass, the named signature is listed first (what a reader sees first)
-    assert manifested_by([Evidence("clipfrac (AUROC)", 0.004, 1.0),
-                          Evidence("clipfrac_inconsistent", 0.004, 1.0, fitted=True)]) == [
+    assert manifested_by([CellEvidence("clipfrac (AUROC)", 0.004, 1.0),
+                          CellEvidence("clipfrac_inconsistent", 0.004, 1.0, fitted=True)]) == [
         "clipfrac_inconsistent", "clipfrac (AUROC)"]
 
 
