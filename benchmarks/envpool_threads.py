@@ -1,11 +1,11 @@
-"""EnvPool's worker threads beside a learner: seed-batched native PPO with ``env.engine=envpool``, run
+"""EnvPool's worker threads beside a learner: native PPO with ``env.engine=envpool``, run
 alone and as a sweep runs it (one process per core, side by side), with EnvPool's default thread pool
 and with one worker thread per env made (what ``harness.envs.EnvPoolVectorEnv`` uses).
 
     python benchmarks/envpool_threads.py [--env hopper] [--seeds 10] [--updates 4] [--procs 2] [--record]
 
 Each job trains ``--seeds`` seeds of ``algo=ppo env=ENV`` (16 envs x 128 steps per update) for
-``--updates`` updates as one batch (``engine=seed_batched``), in a fresh results_dir, one torch thread;
+``--updates`` updates, one after the other, in a fresh results_dir, one torch thread;
 the wall time of each job is measured, and the metrics of both thread settings are compared (they must
 be identical: the thread count changes no episode). ``--record`` writes
 benchmarks/results/envpool_threads.json. Run it on an otherwise idle machine.
@@ -31,20 +31,20 @@ SETTINGS = {"default pool": 0, "one thread": 1}     # EnvPool's num_threads (0: 
 
 
 def job(args: tuple[int, str, int, int]) -> dict[str, Any]:
-    """Train one seed batch with EnvPool's ``num_threads``; its wall time and a hash of every seed's metrics."""
+    """Train the seeds with EnvPool's ``num_threads``; the wall time and a hash of every seed's metrics."""
     threads, env, seeds, updates = args
     os.environ["OMP_NUM_THREADS"] = "1"
     import harness.envs as envs
     from harness.pipeline.compose import make_experiment
-    from harness.pipeline.train import get_or_train_seeds
+    from harness.pipeline.train import get_or_train
 
     envs.ENVPOOL_THREADS = threads
     with tempfile.TemporaryDirectory() as tmp:
-        common = ["algo=ppo", f"env={env}", "env.engine=envpool", "engine=seed_batched", "progress=false",
+        common = ["algo=ppo", f"env={env}", "env.engine=envpool", "progress=false",
                   f"env.total_timesteps={16 * 128 * updates}", f"results_dir={tmp}"]
         exps = [make_experiment([*common, f"seed={s}"]) for s in range(seeds)]
         start = time.perf_counter()
-        results = get_or_train_seeds(exps)
+        results = [get_or_train(exp) for exp in exps]
         wall = time.perf_counter() - start
         digest = hashlib.sha256(b"".join(r.metrics.to_csv(index=False).encode() for r in results)).hexdigest()
     return {"threads": threads, "wall_s": round(wall, 2), "metrics_sha256": digest[:16]}
@@ -70,7 +70,7 @@ def measure(env: str, seeds: int, updates: int, procs: int) -> list[dict[str, An
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--env", default="hopper", help="an env config the harness has (default hopper)")
-    parser.add_argument("--seeds", type=int, default=10, help="seeds per batch, as the catalogue sweep (10)")
+    parser.add_argument("--seeds", type=int, default=10, help="seeds per job, as a catalogue cell (10)")
     parser.add_argument("--updates", type=int, default=4)
     parser.add_argument("--procs", type=int, default=os.cpu_count() or 2, help="jobs side by side (a sweep: one per core)")
     parser.add_argument("--record", action="store_true", help="write benchmarks/results/envpool_threads.json")

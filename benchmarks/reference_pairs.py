@@ -30,8 +30,8 @@ diagnosis of the faulty log alone (its answer, or the answer's class, is the fau
 Training the harness pairs (about 70 s per fault on 2 busy cores; twins once per env):
 
     python -m harness -m fault=<every native PPO fault> env=acrobot env.engine=envpool seed=100 seeds=4 \\
-        engine=seed_batched results_dir=PAIRS progress=false hydra/launcher=joblib
-    python -m harness fault=none env=cartpole seed=100 seeds=4 twin=false engine=seed_batched results_dir=PAIRS
+        results_dir=PAIRS progress=false hydra/launcher=joblib
+    python -m harness fault=none env=cartpole seed=100 seeds=4 twin=false results_dir=PAIRS
     (and env=lunarlander env.engine=envpool, env=pendulum, env=hopper env.engine=envpool)
 
 ``--record`` writes benchmarks/results/reference_pairs.json and .md (docs/diagnose.md quotes them).

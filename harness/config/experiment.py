@@ -26,7 +26,6 @@ class Experiment:
     sampled: dict[str, Any] | None = None   # the dataset sweep's draw (recorded in meta.json, not identity)
     retrain: bool = False            # train even when the run is stored, replacing it (not identity)
     tensorboard: bool = False        # the run command also writes a TensorBoard log of both runs (not identity)
-    engine: str = "loop"             # how it trains: "loop", or "seed_batched" (identity when not the loop)
 
     def key(self) -> dict[str, Any]:
         """What identifies the run: the resolved config minus output paths and display flags, and the
@@ -35,7 +34,6 @@ class Experiment:
         changes = self.algo.code_changes()
         return {
             **({"code_changes": changes} if changes else {}),
-            **({"engine": self.engine} if self.engine != "loop" else {}),
             "training": TRAINING_VERSION,   # the training code's version (harness/__init__.py)
             "algo": {k: v for k, v in _plain(self.algo).items()
                      if k not in getattr(self.algo, "ADDED", {}) or v != self.algo.ADDED[k]},  # ids kept

@@ -473,7 +473,6 @@ class Config:
     retrain: bool = False            # discard a stored run and train it again (e.g. on another machine's numerics)
     tensorboard: bool = False        # the run command also writes a TensorBoard log of the run and its twin
     seeds: int = 1                   # the run command trains seeds seed .. seed + seeds - 1 (each with its twin)
-    engine: str = "loop"             # loop | seed_batched (native PPO: a configuration's seeds as one computation)
     # the fault's onset for each of the ``seeds`` seeds (a sweep's mid-run onsets, which differ per seed)
     seed_onsets: list[int] | None = None
     # set by the dataset sweep: a file of sampled runs that this one job trains in-process

@@ -52,8 +52,7 @@ def load_experiment(cfg: DictConfig) -> Experiment:
     exp = Experiment(algo=configured_algo(fault, algo, backend), env=env, backend=backend, fault=fault,
                      fault_cfg=fault_cfg, seed=cfg.seed, torch_threads=cfg.torch_threads,
                      results_dir=cfg.results_dir, twin=cfg.twin, progress=cfg.progress,
-                     retrain=bool(cfg.get("retrain", False)), tensorboard=bool(cfg.get("tensorboard", False)),
-                     engine=check_engine(cfg.get("engine", "loop"), algo.name, backend.name))
+                     retrain=bool(cfg.get("retrain", False)), tensorboard=bool(cfg.get("tensorboard", False)))
     check_budget(exp)
     check_seed_onsets(exp, cfg.get("seeds", 1), cfg.get("seed_onsets"))
     return exp
@@ -84,19 +83,6 @@ def check_seed_onsets(exp: Experiment, seeds: int, onsets: Sequence[int] | None)
         raise ConfigError(f"seed_onsets={onsets}: onset {late[0]} is beyond the run: env.total_timesteps="
                           f"{exp.env.total_timesteps} plans {planned} updates (0-{planned - 1}), so fault="
                           f"{exp.fault.name} would never switch on; choose onsets < {planned}")
-
-
-ENGINES = ("loop", "seed_batched")
-
-
-def check_engine(engine: str, algo: str, backend: str) -> str:
-    """``engine`` if this algorithm and backend can train with it; else a one-line ConfigError."""
-    if engine not in ENGINES:
-        raise ConfigError(f"engine={engine} is not an engine: choose one of {', '.join(ENGINES)}")
-    if engine == "seed_batched" and (algo, backend) != ("ppo", "native"):
-        raise ConfigError(f"engine=seed_batched trains native PPO only (algo=ppo backend=native), not "
-                          f"algo={algo} backend={backend}")
-    return engine
 
 
 def check_results_dir(results_dir: str) -> None:

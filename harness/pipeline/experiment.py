@@ -32,7 +32,6 @@ from harness.pipeline.sample import SampledBases, Spec, specialise
 from harness.pipeline.train import (
     RunResult,
     get_or_train,
-    get_or_train_seeds,
     healthy_twin,
     n_updates_planned,
     numerics_difference,
@@ -90,10 +89,9 @@ def _train_with_progress(exp: Experiment, label: str, console: Console, show_bar
 
 def run_experiment(exp: Experiment, multirun: bool = False, seeds: int = 1, onsets: Sequence[int] | None = None) -> int:
     """Train (or reuse) the run and its twin, print the comparison; returns an exit code. ``seeds``
-    > 1 trains seeds ``exp.seed`` .. ``exp.seed + seeds - 1`` of both (with ``engine=seed_batched``
-    the faulty seeds as one computation and the twins as another); ``onsets`` (``seed_onsets``, checked
-    by :func:`harness.pipeline.assemble.load_experiment`): the fault's onset for each seed, so a sweep's
-    mid-run onsets, which differ per seed, still train as one batch; the table compares the first
+    > 1 trains seeds ``exp.seed`` .. ``exp.seed + seeds - 1`` of both, one by one; ``onsets``
+    (``seed_onsets``, checked by :func:`harness.pipeline.assemble.load_experiment`): the fault's onset
+    for each seed (a sweep's mid-run onsets differ per seed); the table compares the first
     seed, a summary line each group. Ctrl-C stops with one line (exit code 130; in a sweep, the
     whole sweep): the run being trained is not stored, and nothing already stored is touched."""
     width = max(110, Console().width)
@@ -101,7 +99,7 @@ def run_experiment(exp: Experiment, multirun: bool = False, seeds: int = 1, onse
     err = Console(stderr=True, width=width, highlight=False)
     show_bar = exp.progress and not multirun
     if not multirun:
-        more = f" (and {seeds - 1} more seeds, engine {exp.engine})" if seeds > 1 else ""
+        more = f" (and {seeds - 1} more seeds)" if seeds > 1 else ""
         console.print(f"[bold]rl-fault-harness[/]: {describe(exp)}{more}", soft_wrap=True)
     groups: list[tuple[str, list[RunResult]]] = []
     try:
@@ -137,28 +135,9 @@ def run_experiment(exp: Experiment, multirun: bool = False, seeds: int = 1, onse
 
 
 def _train_group(exps: list[Experiment], label: str, console: Console, show_bar: bool) -> list[RunResult]:
-    """The runs of ``exps`` (seeds of one configuration): one by one, or with ``engine=seed_batched``
-    as one computation (one progress bar, advancing with the first seed still training)."""
-    if exps[0].engine != "seed_batched" or len(exps) == 1:
-        return [_train_with_progress(e, label if len(exps) == 1 else f"{label} seed {e.seed}", console, show_bar)
-                for e in exps]
-    seeds = f"seeds {exps[0].seed}..{exps[-1].seed}"
-    progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("updates"),
-                        TimeElapsedColumn(), console=console, transient=False, disable=not show_bar)
-    task = progress.add_task(f"{label} ({seeds}, one batch)", total=n_updates_planned(exps[0]))
-
-    def on_update(_: int, row: dict) -> None:
-        progress.update(task, completed=max(progress.tasks[0].completed, row["update"] + 1))
-
-    with progress:
-        results = get_or_train_seeds(exps, on_update)
-    trained = [r for r in results if not r.reused]
-    outcome = (f"{len(trained)} trained in {trained[0].meta['seed_batch']['wall_s']:.1f} s as one batch"
-               if trained else "all reused")
-    statuses = ", ".join(f"{n} {st}" for st, n in Counter(r.meta["status"] for r in results).items())
-    console.print(f"{label} ({exps[0].algo.name}/{exps[0].env.name}/{exps[0].backend.name}, {seeds}): {outcome} "
-                  f"({statuses})", soft_wrap=True)
-    return results
+    """The runs of ``exps`` (seeds of one configuration), one by one."""
+    return [_train_with_progress(e, label if len(exps) == 1 else f"{label} seed {e.seed}", console, show_bar)
+            for e in exps]
 
 
 def _jobs(exp: Experiment) -> list[tuple[str, str, Experiment]]:

@@ -89,21 +89,13 @@ def mid_onset(fault: str, seed: int, n_updates: int) -> int:
     return 1 + digest % max(1, n_updates // 3)
 
 
-ENGINES = ("loop", "seed_batched")
-BATCHED = "engine=seed_batched"     # the override that marks a planned run for the seed-batched engine
-
-
 def plan(setups: Sequence[Setup], controls: Sequence[Setup], faults: Sequence[str] | str,
          seeds: int, algo_name: Callable[[Setup], str], extra: Sequence[str] = (),
-         onsets: Sequence[str] = ("0",), n_updates: Callable[[Setup], int] | None = None,
-         engine: str = "loop") -> list[list[str]]:
+         onsets: Sequence[str] = ("0",), n_updates: Callable[[Setup], int] | None = None) -> list[list[str]]:
     """Job override lists: each fault on every setup whose algorithm and backend it applies to,
     at each onset kind (fault=none is the healthy run, once, whether or not ``faults`` names it; a fault that lives in a setting of its own,
     e.g. gradient accumulation, also gets healthy runs in that setting), and fault=none on every control;
-    ``seeds`` seeds each, longest jobs first. ``engine=seed_batched``: native PPO runs are planned
-    with that engine (their seeds train as one computation, :func:`batch_jobs`); the rest keep the loop."""
-    if engine not in ENGINES:
-        raise ConfigError(f"hydra.sweeper.engine={engine!r}; valid choices: {', '.join(ENGINES)}")
+    ``seeds`` seeds each, longest jobs first: one job a run."""
     # the healthy runs are every cell's twins: planned whatever the faults asked for
     names = sorted(FAULTS) if faults == "all" else list(dict.fromkeys(["none", *faults]))
     unknown = [n for n in names if n not in FAULTS]
@@ -133,8 +125,6 @@ def plan(setups: Sequence[Setup], controls: Sequence[Setup], faults: Sequence[st
     cases.sort(key=lambda case: _cost_rank(algo_name(case[0]), case[0]))
     jobs = []
     for setup, fault, setting in cases:
-        batched = engine == "seed_batched" and algo_name(setup) == "ppo" and setup.backend == "native"
-        how = [BATCHED] if batched else []
         # the onset kinds the fault can take among those asked for; a fault that exists mid-run only (a
         # resume's bug) asked for at onset 0 alone runs at the per-seed mid-run onsets a sweep of both
         # onsets draws, so an onset-0 part and a later mid-run one train the same runs (at its default
@@ -146,41 +136,8 @@ def plan(setups: Sequence[Setup], controls: Sequence[Setup], faults: Sequence[st
             for seed in range(seeds):
                 at = [] if onset == "0" else [f"fault.onset={mid_onset(fault, seed, n_updates(setup))}"]
                 jobs.append([*setup.overrides(), f"fault={fault}", *setting, *at, f"seed={seed}", "twin=false",
-                             "progress=false", *how, *extra])
+                             "progress=false", *extra])
     return jobs
-
-
-def batch_jobs(jobs: Sequence[Sequence[str]]) -> list[list[str]]:
-    """The launcher's jobs for runs still to train: runs planned with ``engine=seed_batched`` that
-    differ only in consecutive seeds become one job (``seed=<first> seeds=<n>``: trained as one
-    computation, each seed stored as its own run), mid-run onsets too, which differ per seed
-    (``seed_onsets=[o1,...]``, one per seed); every other run stays a job of its own. A launcher
-    (joblib, Ray, SLURM) runs a batch as it runs any job."""
-    groups: dict[tuple[tuple[str, ...], bool], dict[int, str | None]] = {}
-    out: list[list[str]] = []
-    for job in jobs:
-        if BATCHED not in job:
-            out.append(list(job))
-            continue
-        seed = int(next(o for o in job if o.startswith("seed="))[len("seed="):])
-        onset = next((o.split("=", 1)[1] for o in job if o.startswith("fault.onset=")), None)
-        case = tuple(o for o in job if not o.startswith(("seed=", "fault.onset=")))
-        groups.setdefault((case, onset is not None), {})[seed] = onset
-    for (case, mid), onsets in groups.items():
-        seeds = sorted(onsets)
-        start = 0
-        for i in range(1, len(seeds) + 1):
-            if i == len(seeds) or seeds[i] != seeds[i - 1] + 1:
-                run = seeds[start:i]
-                if not mid:
-                    how = []
-                elif len(run) == 1:
-                    how = [f"fault.onset={onsets[run[0]]}"]
-                else:
-                    how = [f"seed_onsets=[{','.join(onsets[s] for s in run)}]"]
-                out.append([*case, *how, f"seed={run[0]}", *([f"seeds={len(run)}"] if len(run) > 1 else [])])
-                start = i
-    return out
 
 
 def _expressible(cls: type, trainer: Trainer) -> bool:
@@ -215,7 +172,7 @@ def plan_runs(settings: dict[str, Any], arguments: Sequence[str],
     jobs = plan(setups, controls, settings["faults"],
                 int(settings["seeds"]), lambda s: healthy(s).algo.name, extra=arguments,
                 onsets=list(settings.get("onsets") or ("0",)),
-                n_updates=lambda s: n_updates_planned(healthy(s)), engine=str(settings.get("engine", "loop")))
+                n_updates=lambda s: n_updates_planned(healthy(s)))
     experiments: dict[tuple[str, ...], Any] = {}
     runs = []
     for job in jobs:

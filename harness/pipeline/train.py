@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import platform
 import sys
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from importlib import metadata
@@ -23,8 +22,7 @@ import harness
 from faults.none import NoFault
 from harness.agents import sft
 from harness.agents.base import Trainer, trainer_for
-from harness.agents.ppo_seeds import train_seeds
-from harness.config import ConfigError, Experiment
+from harness.config import Experiment
 from harness.store import RunStore, run_id
 
 HEALTHY_FAULT_CFG = {"_target_": f"{NoFault.__module__}.{NoFault.__qualname__}", "onset": 0}
@@ -162,9 +160,8 @@ def _stored(store: RunStore, rid: str, exp: Experiment, on_start: Callable[[str,
     return None
 
 
-def _save(store: RunStore, rid: str, exp: Experiment, rec: Recording, wall_s: float,
-          extra: dict[str, Any] | None = None) -> RunResult:
-    meta = {**build_meta(exp, rid, rec.status, rec.error, len(rec.rows), wall_s), **(extra or {})}
+def _save(store: RunStore, rid: str, exp: Experiment, rec: Recording, wall_s: float) -> RunResult:
+    meta = build_meta(exp, rid, rec.status, rec.error, len(rec.rows), wall_s)
     store.discard(rid)               # retrain=true: the stored run is replaced only now
     meta = store.save(rid, meta, rec.rows, rec.steps, rec.episodes, rec.files)
     return RunResult(rid, meta, store.load_metrics(rid), reused=False)
@@ -180,9 +177,6 @@ def get_or_train(exp: Experiment, on_update: Callable[[dict], None] | None = Non
     traceback. Either way the metrics up to the last update are kept. An interrupt
     (KeyboardInterrupt) stores nothing: the stored run, if any, is left as it was.
     """
-    if exp.engine == "seed_batched":
-        on_row = (lambda _, row: on_update(row)) if on_update else None
-        return get_or_train_seeds([exp], on_row, on_start)[0]
     store = RunStore(exp.results_dir)
     rid = run_id(exp.key())
     with store.lock(rid):
@@ -202,52 +196,6 @@ def get_or_train(exp: Experiment, on_update: Callable[[dict], None] | None = Non
         except Exception as exc:  # a crash is a result to store
             rec.crashed(exc)
         return _save(store, rid, exp, rec, time.perf_counter() - start)
-
-
-def get_or_train_seeds(exps: Sequence[Experiment], on_update: Callable[[int, dict], None] | None = None,
-                       on_start: Callable[[str, bool], None] | None = None) -> list[RunResult]:
-    """:func:`get_or_train` for seeds of one configuration trained as one computation
-    (``engine=seed_batched``, :func:`harness.agents.ppo_seeds.train_seeds`): the stored ones are
-    reused, the rest train together and each is stored as its own run, its meta.json saying so
-    (``seed_batch``: the batch's size, seeds and wall time; ``wall_s`` is its share). A seed that
-    diverges is stored at that update while the others go on; an exception stores every seed still
-    training as ``crashed``. ``on_update(i, row)``: a row of ``exps[i]``."""
-    store = RunStore(exps[0].results_dir)
-    rids = [run_id(exp.key()) for exp in exps]
-    if len(set(rids)) != len(rids):
-        raise ConfigError("engine=seed_batched: two of these runs are the same run (same config and seed)")
-    with contextlib.ExitStack() as locks:
-        for rid in rids:
-            locks.enter_context(store.lock(rid))
-        results: dict[int, RunResult] = {}
-        for i, (exp, rid) in enumerate(zip(exps, rids)):
-            reused = _stored(store, rid, exp, on_start)
-            if reused is not None:
-                results[i] = reused
-        todo = [i for i in range(len(exps)) if i not in results]
-        if todo:
-            torch.set_num_threads(exps[0].torch_threads)
-            recs = {i: Recording() for i in todo}
-            stopped: set[int] = set()
-            start = time.perf_counter()
-            try:
-                for rows in train_seeds([exps[i] for i in todo]):
-                    for i, row in zip(todo, rows):
-                        if row is None or i in stopped:
-                            continue
-                        if recs[i].add(row):
-                            stopped.add(i)
-                        if on_update:
-                            on_update(i, row)
-            except Exception as exc:  # a crash is a result to store, for every seed still training
-                for i in todo:
-                    if i not in stopped:
-                        recs[i].crashed(exc)
-            wall_s = time.perf_counter() - start
-            batch = {"size": len(todo), "seeds": [exps[i].seed for i in todo], "wall_s": round(wall_s, 3)}
-            for i in todo:
-                results[i] = _save(store, rids[i], exps[i], recs[i], wall_s / len(todo), {"seed_batch": batch})
-    return [results[i] for i in range(len(exps))]
 
 
 def build_meta(exp: Experiment, rid: str, status: str, error: str | None, n_updates: int,

@@ -3,14 +3,13 @@
 Hydra's basic sweeper takes a cartesian product; the catalogue is not one (GRPO-only faults
 do not run on PPO, controls run healthy only). This sweeper builds the job list with
 ``harness.pipeline.sweep.plan``, drops the runs already stored, and hands the rest to the configured
-Hydra launcher (joblib, ray, submitit) in one batch, printing progress as runs land. With
-``engine=seed_batched`` a native PPO cell's seeds are one job (trained as one computation).
+Hydra launcher (joblib, ray, submitit) in one batch, one job a run, printing progress as runs land.
 """
 
 # No ``from __future__ import annotations`` here: Hydra executes plugin modules without
 # registering them in sys.modules, and dataclasses then cannot resolve string annotations.
 from dataclasses import dataclass, field
-from typing import Any, List, Sequence, Tuple
+from typing import Any, List, Tuple
 
 from hydra.core.config_store import ConfigStore
 
@@ -25,7 +24,6 @@ class CatalogueSweeperConf:
     onsets: Any = field(default_factory=lambda: ["0", "mid"])   # onset 0 and a mid-run onset per seed
     setups: Any = field(default_factory=list)    # [{algo, env, backend}], faults run on these
     controls: Any = field(default_factory=list)  # [{algo, env, backend}], run with fault=none
-    engine: str = "loop"                      # seed_batched: a native PPO cell's seeds train as one job
     progress_every_s: float = 10.0
     setups_only: Any = None                   # [algo/env/backend, ...]: these setups and their controls (a part)
 
@@ -37,12 +35,12 @@ ConfigStore.instance().store(group="hydra/sweeper", name="catalogue", node=Catal
 class CatalogueSweeper(StoreSweeper):
     kind = "catalogue"
 
-    def __init__(self, seeds: int, faults: Any, onsets: Any, setups: Any, controls: Any, engine: str,
+    def __init__(self, seeds: int, faults: Any, onsets: Any, setups: Any, controls: Any,
                  progress_every_s: float, setups_only: Any = None) -> None:
         super().__init__()
         self.setups_only = setups_only
         self.seeds, self.faults, self.onsets = seeds, faults, onsets
-        self.setups, self.controls, self.engine = setups, controls, engine
+        self.setups, self.controls = setups, controls
         self.progress_every_s = progress_every_s
 
     def plan(self, arguments: List[str]) -> Tuple[List[Any], str]:
@@ -53,13 +51,8 @@ class CatalogueSweeper(StoreSweeper):
 
     def sweeper_settings(self) -> Any:
         return {"seeds": self.seeds, "faults": plain(self.faults), "onsets": plain(self.onsets),
-                "setups": plain(self.setups), "controls": plain(self.controls), "engine": self.engine,
+                "setups": plain(self.setups), "controls": plain(self.controls),
                 "setups_only": plain(self.setups_only) if self.setups_only else None}
-
-    def jobs(self, todo: Sequence[Any], arguments: List[str]) -> List[List[str]]:
-        from harness.pipeline.sweep import batch_jobs
-
-        return batch_jobs([item for item, _ in todo])
 
 
 __all__ = ["CatalogueSweeper", "CatalogueSweeperConf"]

@@ -213,93 +213,16 @@ def test_the_dataset_plan_is_trained_in_stratified_slices():
     assert costs == sorted(costs, reverse=True)
 
 
-def test_seed_batched_jobs_group_consecutive_seeds_of_a_cell():
-    from harness.pipeline.sweep import batch_jobs
-
-    cell = ["algo=ppo", "env=cartpole", "backend=native", "fault=tiny_clip", "twin=false", "progress=false",
-            "engine=seed_batched"]
-    mid = [*cell[:4], "fault.onset=3", *cell[4:]]
-    grpo = ["algo=grpo", "env=toyseq", "backend=native", "fault=none", "seed=0", "twin=false"]
-    jobs = [[*cell[:4], f"seed={s}", *cell[4:]] for s in (0, 1, 2, 4)] + [[*mid[:5], "seed=1", *mid[5:]], grpo]
-    out = batch_jobs(jobs)
-    assert grpo in out                                                    # the loop's runs: a job each
-    assert [*cell, "seed=0", "seeds=3"] in out and [*cell, "seed=4"] in out   # seed 3 is stored: two batches
-    assert [*cell, "fault.onset=3", "seed=1"] in out                     # a mid-run onset: another job
-    assert len(out) == 4
-    # mid-run onsets differ per seed: consecutive seeds still make one batch, each with its onset
-    mids = [[*cell[:4], f"fault.onset={o}", f"seed={s}", *cell[4:]] for s, o in ((0, 5), (1, 2), (2, 7))]
-    assert batch_jobs(mids) == [[*cell, "seed_onsets=[5,2,7]", "seed=0", "seeds=3"]]
-
-
-def test_catalogue_sweep_trains_a_cells_seeds_as_one_batch(tmp_path):
-    args = ["-m", "+sweep=catalogue", f"results_dir={tmp_path}", "hydra.sweeper.engine=seed_batched",
-            "hydra.sweeper.seeds=3", "hydra.sweeper.faults=[none,tiny_clip]", "hydra.sweeper.controls=[]",
-            "hydra.sweeper.setups=[{algo:ppo,env:cartpole,backend:native}]", "hydra.sweeper.onsets=[0]", *TINY,
-            IN_PROCESS]
-    out = run("harness", *args)
-    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
-    assert "6 runs, 0 already stored" in out.stdout and "6 to train in 2 job(s)" in out.stdout
-    metas = list(RunStore(tmp_path).iter_metas())
-    assert sorted((m["fault"], m["seed"]) for m in metas) == [(f, s) for f in ("none", "tiny_clip") for s in range(3)]
-    for m in metas:
-        assert m["seed_batch"]["size"] == 3 and m["seed_batch"]["seeds"] == [0, 1, 2], m["seed_batch"]
-        assert m["config"]["engine"] == "seed_batched"
-        assert m["n_updates"] == 3 and m["total_timesteps"] == 384        # any other override applies to every job
-    again = run("harness", *args)
-    assert again.returncode == 0 and "6 already stored" in again.stdout and "0 to train" in again.stdout
-    bad = run("harness", *args[:3], "hydra.sweeper.engine=vmap")
-    assert bad.returncode == 2 and "hydra.sweeper.engine='vmap'; valid choices: loop, seed_batched" in bad.stderr
-
-
-@pytest.mark.slow
-def test_catalogue_verdicts_agree_between_batched_and_loop_runs(tmp_path):
-    """Issue 23: the catalogue's verdicts and rates for a loud fault (shared_policy), a quiet one
-    (lr_too_low) and a telemetry one (metric_constant) agree whether a cell's seeds train one by one
-    or as one batched computation: the same verdict for every expected signature, and every firing
-    rate of the one inside the other's Wilson 95% interval (or both intervals overlapping)."""
-    import numpy as np
-
-    from harness.analysis.runs import RunSet
-    from harness.catalogue.protocol import evaluate_cell
-
-    common = ["hydra.sweeper.seeds=6", "hydra.sweeper.faults=[none,shared_policy,lr_too_low,metric_constant]",
-              "hydra.sweeper.controls=[]", "hydra.sweeper.setups=[{algo:ppo,env:cartpole,backend:native}]",
-              "hydra.sweeper.onsets=[0]", "env.total_timesteps=8192", "algo.n_steps=64"]
-    results = {}
-    for engine in ("loop", "seed_batched"):
-        root = tmp_path / engine
-        out = run("harness", "-m", "+sweep=catalogue", f"results_dir={root}", f"hydra.sweeper.engine={engine}", *common,
-                  IN_PROCESS)
-        assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
-        rs = RunSet.load(root)
-        results[engine] = {c.info["fault"]: evaluate_cell(c, rs, np.random.default_rng(0), 2000) for c in rs.cells()}
-    loop, batched = results["loop"], results["seed_batched"]
-    assert sorted(loop) == sorted(batched) == ["lr_too_low", "metric_constant", "shared_policy"]
-    for fault in loop:
-        rows = {r.name: r for r in loop[fault].signatures}
-        for other in batched[fault].signatures:
-            mine = rows[other.name]
-            assert mine.verdict == other.verdict, (fault, other.name, mine.verdict, other.verdict)
-            for split in ("calibration", "held_out"):
-                for (group, a), (_, b) in zip(getattr(mine, split).items(), getattr(other, split).items()):
-                    if a.n and b.n:
-                        lo_a, hi_a = a.interval
-                        lo_b, hi_b = b.interval
-                        assert lo_a <= hi_b and lo_b <= hi_a, (fault, other.name, split, group, a, b)
-    for engine in results:        # not an agreement on nothing: the loud fault's signature separates under both
-        assert any(r.separates_calibration for r in results[engine]["shared_policy"].signatures if r.expected)
-
-
-def test_mid_run_onsets_that_differ_per_seed_train_as_one_batch(tmp_path):
-    """A sweep's mid-run onsets differ per seed (``seed_onsets``): the seeds still train as one batch,
-    each stored with its own onset, under the run id the sweep planned for it (onset in the identity)."""
+def test_mid_run_onsets_that_differ_per_seed_train_in_one_command(tmp_path):
+    """A sweep's mid-run onsets differ per seed (``seed_onsets``): one command trains the seeds, each
+    stored with its own onset, under the run id the sweep planned for it (onset in the identity)."""
     import dataclasses
 
     from harness.pipeline.assemble import with_onset
     from harness.pipeline.compose import make_experiment
     from harness.store import RunStore, run_id
 
-    common = ["fault=tiny_clip", "algo.num_envs=4", "algo.n_steps=32", "env.total_timesteps=1024", "engine=seed_batched",
+    common = ["fault=tiny_clip", "algo.num_envs=4", "algo.n_steps=32", "env.total_timesteps=1024",
               f"results_dir={tmp_path}", "twin=false", "progress=false"]         # 8 updates
     out = run("harness", *common, "seeds=3", "seed_onsets=[5,2,7]")
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
@@ -308,7 +231,7 @@ def test_mid_run_onsets_that_differ_per_seed_train_as_one_batch(tmp_path):
     base = make_experiment(common)
     for seed, onset in ((0, 5), (1, 2), (2, 7)):
         m = metas[seed]
-        assert m["onset_update"] == onset and m["seed_batch"]["size"] == 3
+        assert m["onset_update"] == onset
         assert m["run_id"] == run_id(with_onset(dataclasses.replace(base, seed=seed), onset).key())
     for bad, message in ((["seeds=2", "seed_onsets=[5]"], "seed_onsets has 1 onsets for seeds=2: give one per seed"),
                          (["seeds=1", "seed_onsets=[500]"], "seed_onsets=[500]: onset 500 is beyond the run")):
@@ -321,8 +244,8 @@ def test_mid_run_onsets_that_differ_per_seed_train_as_one_batch(tmp_path):
 def test_the_presets_are_the_ones_the_pages_describe():
     """docs/catalogue.md: every fault on native PPO (CartPole, Acrobot, LunarLander, Hopper; the last three
     stepped by EnvPool), SB3's PPO (CartPole, Acrobot, on gymnasium's envs), GRPO natively and in TRL (onset 0
-    alone), PPO-LM on the token task, the look-alike controls on each PPO env, 10 seeds at onset 0 and mid-run, a native PPO cell's seeds
-    as one batch, on all local cores (joblib, the dataset sweep's launcher too; docs/datasets.md: 3000 draws by
+    alone), PPO-LM on the token task, the look-alike controls on each PPO env, 10 seeds at onset 0 and mid-run, a job
+    a run, on all local cores (joblib, the dataset sweep's launcher too; docs/datasets.md: 3000 draws by
     default, 20% healthy, 60% in another fault's setting, chunks of 8 runs a job); docs/clusters.md: the SLURM
     preset asks one CPU and 4 GB per run, 30 minutes, 64 runs in flight."""
     import yaml
@@ -332,8 +255,8 @@ def test_the_presets_are_the_ones_the_pages_describe():
     conf = ROOT / "harness" / "conf"
     preset = yaml.safe_load((conf / "sweep" / "catalogue.yaml").read_text())
     sweeper = preset["hydra"]["sweeper"]
-    assert (sweeper["seeds"], sweeper["onsets"], sweeper["faults"], sweeper["engine"]) == (10, ["0", "mid"], "all",
-                                                                                         "seed_batched")
+    assert (sweeper["seeds"], sweeper["onsets"], sweeper["faults"]) == (10, ["0", "mid"], "all")
+    assert "engine" not in sweeper                   # one engine: every run a job of its own
     setups = {(s["algo"], s["env"], s["backend"]): s for s in sweeper["setups"]}
     assert set(setups) == {("ppo", env, "native") for env in ("cartpole", "acrobot", "lunarlander", "hopper")} | {
         ("ppo", "cartpole", "sb3"), ("ppo", "acrobot", "sb3"), ("grpo", "toyseq", "native"), ("grpo", "toyseq", "trl"),
