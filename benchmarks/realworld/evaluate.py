@@ -895,7 +895,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             raise SystemExit(f"{args.out.with_suffix('.json')} holds no per-log diagnoses and baselines of this "
                              "evaluate.py (an older format): run it without --from-json")
         meta = stored["meta"]
-        if NOT_TUNED.startswith(meta.get("not_tuned", "\0")):      # the test set's account, extended since
+        opening = NOT_TUNED.split(":", 1)[0]
+        if meta.get("not_tuned", "").startswith(opening):      # the test set's own account, as it reads now
             meta["not_tuned"] = NOT_TUNED
         meta["summarised"] = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "commit": git_commit()}
         for r in stored["logs"]:                                      # LOG_LIMITS as it is now
