@@ -5,8 +5,10 @@ other pages' in tests/cli/test_docs.py)."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 from tests.cli import test_package
+from tests.cli.test_docs import Block, blocks
 from tests.paths import ROOT
 
 README = (ROOT / "README.md").read_text()
@@ -59,3 +61,57 @@ def test_readme_links_every_docs_page():
     pages = {p.name for p in (ROOT / "docs").glob("*.md")} - {"index.md"}
     linked = set(re.findall(r"\]\(docs/([\w.-]+\.md)", README))
     assert pages <= linked, f"docs pages the README does not link: {sorted(pages - linked)}"
+
+
+#: a number as prose quotes it (30.19, 500, 33,810, 1e-6, 3x, 90%), not a digit inside a name (SB3, k3, s0,
+#: Hopper-v5) or a reference (unsloth#1761)
+NUMBER = re.compile(r"(?<![\w.#])\d+(?:,\d{3})*(?:\.\d+)*(?:e-?\d+)?(?:x\b)?(?![\w.]*\w)")
+
+
+def _numbers(text: str) -> set[str]:
+    """The numbers a text quotes, thousands separators dropped (link targets are not text)."""
+    text = re.sub(r"\]\([^)]*\)", "]", text)
+    return {m.group(0).removesuffix("x").replace(",", "") for m in NUMBER.finditer(text)}
+
+
+def prose_after_output_blocks(page: Path) -> list[tuple[Block, str]]:
+    """Each output block of the page (as tests/cli/test_docs.py classifies them) with the prose right after
+    it: the paragraphs up to the next heading, fenced block or HTML comment."""
+    lines = page.read_text().split("\n")
+    out = []
+    for block in blocks(page):
+        if not block.is_output:
+            continue
+        end = block.line                      # 0-based index of the first line inside the block
+        while lines[end].strip() != "```":
+            end += 1
+        prose = []
+        for line in lines[end + 1:]:
+            if line.lstrip().startswith(("#", "```", "<!--")):
+                break
+            prose.append(line)
+        out.append((block, "\n".join(prose)))
+    return out
+
+
+def test_the_numbers_the_readme_quotes_under_an_output_block_are_in_that_block():
+    """Prose that explains an output block quotes its numbers from it (not from an older run: "return 62
+    against the twin's 498" under a block showing 30.19 vs 500)."""
+    checked = 0
+    for block, prose in prose_after_output_blocks(ROOT / "README.md"):
+        quoted, shown = _numbers(prose), _numbers(block.text)
+        assert quoted <= shown, (f"README.md: the prose after the output block at line {block.line} quotes "
+                                 f"{sorted(quoted - shown)}, which the block does not show")
+        checked += len(quoted)
+    assert checked, "the README explains no output block with numbers: this test checks nothing"
+
+
+def test_the_number_check_catches_a_figure_the_block_does_not_show(tmp_path):
+    page = tmp_path / "README.md"
+    page.write_text("<!-- output of: python -m harness fault=shared_policy -->\n```text\n"
+                    "│ return_mean, last 5 updates │ 30.19 │ 500 │\n│ param_delta │ 1.361 │ 0.7366 │\n```\n\n"
+                    "Its return over the last 5 updates is 62, against the twin's 498 (SB3, k3, unsloth#1761).\n\n"
+                    "A second paragraph: 33,810 steps/s, 1.76x.\n\n## Next\n\nNot read: 7.\n")
+    [(block, prose)] = prose_after_output_blocks(page)
+    assert _numbers(prose) == {"5", "62", "498", "33810", "1.76"}
+    assert _numbers(prose) - _numbers(block.text) == {"62", "498", "33810", "1.76"}
