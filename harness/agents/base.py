@@ -30,6 +30,8 @@ class Trainer(ABC):
     differences: ClassVar[Mapping[str, str]] = {}
     #: what differs from the native backend for every run, healthy ones included
     common_differences: ClassVar[str] = ""
+    #: whether its training loop takes a framework's callbacks (``backend.callbacks``)
+    takes_callbacks: ClassVar[bool] = False
 
     @abstractmethod
     def updates_planned(self, exp: Experiment) -> int:

@@ -515,6 +515,7 @@ def train(exp: Experiment) -> Iterator[dict]:
     carries TRL's ``trainer_state.json`` (``files``); a training error is raised here."""
     _require()
     from datasets import Dataset
+    from hydra.utils import instantiate
     from transformers import LlamaForCausalLM, PreTrainedTokenizerFast, TrainerCallback
     from transformers.trainer_callback import PrinterCallback
 
@@ -553,8 +554,9 @@ def train(exp: Experiment) -> Iterator[dict]:
                 control.should_training_stop = True
 
     args = grpo_args(exp, configured, hooks0, out_dir, max_steps, list(rec.weights.values()))
+    watching = [instantiate(spec) for spec in exp.backend.callbacks]     # the user's monitors, their own callbacks
     trainer = _trainer_class(rec)(model=model, processing_class=tokenizer, args=args,
-                                  reward_funcs=reward_funcs, train_dataset=data, callbacks=[Control()])
+                                  reward_funcs=reward_funcs, train_dataset=data, callbacks=[Control(), *watching])
     trainer.remove_callback(PrinterCallback)
     rec.frozen_ref = trainer.ref_model
     if overrides(fault, "sync_sampler"):      # the sampler starts with the start checkpoint
@@ -584,6 +586,8 @@ def train(exp: Experiment) -> Iterator[dict]:
                 state = Path(out_dir) / "trainer_state.json"
                 trainer.state.save_to_json(str(state))      # what a TRL checkpoint holds
                 row["files"] = {"trl/trainer_state.json": state.read_bytes()}
+                for callback in watching:        # what each monitor reported (its harness_files, if any)
+                    row["files"].update(getattr(callback, "harness_files", dict)())
             yield row
             if last:
                 break
@@ -633,6 +637,7 @@ class TRLTrainer(FrameworkTrainer):
     expressible = EXPRESSIBLE
     not_expressible = NOT_EXPRESSIBLE
     crosscheck_rtol = 1e-3
+    takes_callbacks = True
     differences = _DIFFERENCES
     common_differences = _COMMON_DIFFERENCES
 

@@ -454,6 +454,10 @@ class BackendConfig:
 
     name: str = "native"
     trainers: dict[str, str] = field(default_factory=dict)
+    #: monitors attached to the framework's own training loop, as its users attach them (TRL: a
+    #: Trainer callback each; ``_target_`` + arguments, e.g. harness.detection.public.live_callback);
+    #: what they report is stored with the run. Not part of the run's identity: they only watch.
+    callbacks: list[Any] = field(default_factory=list)
 
 
 @dataclass

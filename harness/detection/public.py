@@ -27,6 +27,7 @@ What counts as an alarm, a first step and a cause for each tool (docs/leaderboar
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import importlib.metadata
 import io
 import json
@@ -37,6 +38,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
+
+from harness.config import ConfigError
 
 #: the versions the leaderboard was measured with (pyproject's [monitors] extra pins them)
 VERSIONS = {"rldoctor": "0.2.0", "runmedic": "0.1.1", "rlprobe": "0.1.0", "zen-rl": "0.1.0"}
@@ -183,6 +186,77 @@ def zen(path: Path, dialect: str) -> Verdict:
     return Verdict("zen", True, alarm=bool(issues), first_step=min(steps) if steps else None,
                    causes=tuple(dict.fromkeys(i["mode"] for i in issues)),
                    raw=[{k: (float(v) if isinstance(v, (int, float)) else v) for k, v in i.items()} for i in issues])
+
+
+# ---- live: a tool's own TRL callback inside a run ---------------------------------------------------
+
+#: the tools with a live TRL callback (rldoctor's RLDoctorCallback, rlprobe's RlprobeCallback)
+LIVE = ("rldoctor", "rlprobe")
+
+
+def check_live(tool: Any) -> None:
+    """A one-line ConfigError unless ``tool`` has a live TRL callback and is installed."""
+    if tool not in LIVE:
+        raise ConfigError(f"live_callback tool={tool!r}: the tools with a TRL callback are {', '.join(LIVE)}")
+    if installed(PACKAGES[tool]) is None:
+        raise ConfigError(f"live_callback tool={tool}: not installed (pip install '.[monitors]')")
+
+
+def live_callback(tool: str, workdir: str | None = None) -> Any:
+    """``tool``'s own TRL callback at its defaults, as its README attaches it to a GRPOTrainer, for
+    ``backend.callbacks``. It also records the first step at which it reported an alarming finding; its
+    ``harness_files()`` (read by the TRL backend after training) is its :class:`Verdict` as JSON, stored
+    with the run as ``monitors/<tool>.json``. An unknown or missing tool is a one-line ConfigError."""
+    check_live(tool)
+    first: list[float] = []
+    if tool == "rldoctor":
+        from rl_doctor.detectors.base import Severity
+        from rl_doctor.integrations.trl import RLDoctorCallback
+
+        callback = RLDoctorCallback()
+        monitor = callback.monitor
+
+        def seen(finding: Any) -> None:      # the monitor announces a new or worse finding (>= WARNING)
+            first.append(float(monitor.records[-1].get("step", len(monitor.records))))
+
+        monitor.on_finding = seen
+
+        def verdict() -> Verdict:
+            with _quiet():
+                final = monitor.check() if len(monitor.records) >= 8 else []
+            latest = monitor.latest
+            problems = [f for f in (latest.problems if latest else []) if f.severity >= Severity.WARNING]
+            raw = [f.to_dict() if hasattr(f, "to_dict") else {"detector": f.detector, "severity": str(f.severity)}
+                   for f in (latest.findings if latest else [])]
+            if final and not first:            # alarming only at the end of training
+                first.append(float(monitor.records[-1].get("step", len(monitor.records))))
+            return Verdict("rldoctor", True, alarm=bool(problems or first), first_step=first[0] if first else None,
+                           causes=tuple(dict.fromkeys(f.detector for f in problems)), raw=raw)
+    else:
+        from rlprobe.doctor import diagnose
+        from rlprobe.integrations.trl import RlprobeCallback
+
+        run_dir = Path(workdir or tempfile.mkdtemp(prefix="rlprobe-")) / "rlprobe"
+        callback = RlprobeCallback(run_dir, trainer=None, capture_env=False,
+                                   on_finding=lambda f: first.append(float(f.first_step or 0)))
+
+        def verdict() -> Verdict:
+            with _quiet():
+                findings = diagnose(run_dir) if run_dir.exists() else []
+            raw = [f.model_dump() if hasattr(f, "model_dump") else dict(f) for f in findings]
+            alarming = sorted((f for f in findings if f.severity in ("warn", "critical")),
+                              key=lambda f: f.severity != "critical")
+            steps = [float(f.first_step) for f in alarming if f.first_step is not None]
+            return Verdict("rlprobe", True, alarm=bool(alarming or first),
+                           first_step=min([*first, *steps]) if (first or steps) else None,
+                           causes=tuple(dict.fromkeys(f.signature_id for f in alarming)), raw=raw)
+
+    def harness_files() -> dict[str, bytes]:
+        found = verdict()
+        return {f"monitors/{tool}.json": (json.dumps(dataclasses.asdict(found), indent=2, default=str) + "\n").encode()}
+
+    callback.harness_files = harness_files
+    return callback
 
 
 TOOLS = {"rldoctor": rldoctor, "runmedic": runmedic, "rlprobe": rlprobe, "zen": zen}

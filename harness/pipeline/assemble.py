@@ -22,6 +22,7 @@ from harness.config import (
     check_range,
     to_object,
 )
+from harness.detection import public
 from harness.envs import check_env
 
 
@@ -44,6 +45,7 @@ def load_experiment(cfg: DictConfig) -> Experiment:
         raise ConfigError(f"backend={backend.name} names no trainer (backend.trainers in harness/conf/backend/{backend.name}.yaml)")
     trainer = next((t for t in trainers if t.algo == algo.name), trainers[0])
     trainer.check_setup(algo, env)                   # one line naming why this backend cannot run it
+    check_callbacks(backend.callbacks, backend.name, trainer.takes_callbacks)
     trainer_for(backend, algo.name)
     fault_cfg = OmegaConf.to_container(cfg.fault, resolve=True)
     fault = checked_fault(fault_cfg, algo.name, backend)
@@ -83,6 +85,28 @@ def check_seed_onsets(exp: Experiment, seeds: int, onsets: Sequence[int] | None)
         raise ConfigError(f"seed_onsets={onsets}: onset {late[0]} is beyond the run: env.total_timesteps="
                           f"{exp.env.total_timesteps} plans {planned} updates (0-{planned - 1}), so fault="
                           f"{exp.fault.name} would never switch on; choose onsets < {planned}")
+
+
+def check_callbacks(callbacks: list[Any], backend: str, takes_callbacks: bool) -> None:
+    """``backend.callbacks``: each a ``{_target_: ..., ...}`` that imports, on a backend whose training loop
+    takes callbacks; a public monitor's (harness.detection.public.live_callback) names a tool that has one."""
+    if not callbacks:
+        return
+    if not takes_callbacks:
+        raise ConfigError(f"backend.callbacks: backend={backend} has no framework training loop to attach them to "
+                          "(backend=trl does)")
+    from hydra.utils import get_object
+
+    for spec in callbacks:
+        target = spec.get("_target_") if isinstance(spec, dict) else None
+        if not target:
+            raise ConfigError(f"backend.callbacks: {spec!r} is not {{_target_: a.dotted.callable, ...}}")
+        try:
+            get_object(target)
+        except Exception:  # Hydra's import errors, in one line
+            raise ConfigError(f"backend.callbacks: _target_={target} cannot be imported") from None
+        if target == f"{public.__name__}.live_callback":
+            public.check_live(spec.get("tool"))
 
 
 def check_results_dir(results_dir: str) -> None:

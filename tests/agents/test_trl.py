@@ -73,3 +73,36 @@ def test_crosscheck_against_trl_logged_values_raises_on_disagreement():
     crosscheck({"entropy": 0.5, "kl_ref": math.nan}, {"entropy": 0.5000001, "kl_ref": 0.1})
     with pytest.raises(RuntimeError, match="disagrees with TRL's logged value"):
         crosscheck({"entropy": 0.5}, {"entropy": 0.6})
+
+
+def test_public_monitors_watch_a_trl_run_through_their_own_callbacks(tmp_path):
+    """backend.callbacks attaches rldoctor's and rlprobe's TRL callbacks to the GRPOTrainer as their users
+    do; what each reported (its verdict: read, alarm, first step, causes, raw findings) is stored with the
+    run. They watch and do not change it: the run's id and metrics are those of the run without them."""
+    pytest.importorskip("rl_doctor")
+    pytest.importorskip("rlprobe")
+    from harness.config import ConfigError
+
+    spec = ("backend.callbacks=[{_target_:harness.detection.public.live_callback,tool:rldoctor},"
+            "{_target_:harness.detection.public.live_callback,tool:rlprobe}]")
+    watched = get_or_train(trl_exp(tmp_path / "watched", "zero_reward", 3, spec))
+    plain = get_or_train(trl_exp(tmp_path / "plain", "zero_reward", 3))
+    assert watched.run_id == plain.run_id
+    assert watched.metrics.drop(columns=["wall_s"], errors="ignore").equals(
+        plain.metrics.drop(columns=["wall_s"], errors="ignore"))
+    run_dir = RunStore(tmp_path / "watched").run_dir(watched.run_id)
+    verdicts = {tool: json.loads((run_dir / "monitors" / f"{tool}.json").read_text()) for tool in ("rldoctor", "rlprobe")}
+    assert {f"monitors/{tool}.json" for tool in verdicts} <= set(watched.meta["files"])
+    for tool, v in verdicts.items():
+        assert v["tool"] == tool and v["read"] is True and isinstance(v["raw"], list), v
+        assert v["alarm"] == bool(v["causes"]) or v["first_step"] is not None, v
+    from harness.detection.public import run_tool
+
+    replayed = run_tool("rlprobe", run_dir / "trl" / "trainer_state.json", "trl")   # the same rows, fed after the run
+    assert (verdicts["rlprobe"]["alarm"], tuple(verdicts["rlprobe"]["causes"])) == (replayed.alarm, replayed.causes)
+    with pytest.raises(ConfigError, match="backend=native has no framework training loop"):
+        make_experiment(["algo=grpo", "env=toyseq", "backend=native", spec, f"results_dir={tmp_path}"])
+    with pytest.raises(ConfigError, match="the tools with a TRL callback are rldoctor, rlprobe"):
+        trl_exp(tmp_path, "zero_reward", 1, "backend.callbacks=[{_target_:harness.detection.public.live_callback,tool:zen}]")
+    with pytest.raises(ConfigError, match="_target_=nowhere.Callback cannot be imported"):
+        trl_exp(tmp_path, "zero_reward", 1, "backend.callbacks=[{_target_:nowhere.Callback}]")
