@@ -377,7 +377,7 @@ def test_the_defaults_are_the_ones_docs_configuration_lists():
     assert (ppo.algo.target_kl, ppo.algo.grad_accum, ppo.algo.norm_obs, ppo.algo.norm_reward, ppo.algo.anneal_lr,
             ppo.algo.warmup_updates, ppo.algo.anneal_clip, ppo.algo.clip_range_vf) == (None, 1, False, False, False, 0,
                                                                                       False, None)
-    assert ppo.env.engine == "gymnasium" and ppo.engine == "loop"
+    assert ppo.env.engine == "gymnasium"
     grpo = make_experiment(["algo=grpo"])
     a = grpo.algo
     assert grpo.env.name == "toyseq" and (a.model, a.n_layers) == ("transformer", 2)
