@@ -20,18 +20,25 @@ import fcntl
 import hashlib
 import json
 import os
-from dataclasses import dataclass
+import tempfile
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 import pandas as pd
 
+from faults import FAULTS
+from faults.base import Fault
 from harness import TRAINING_VERSION
-from harness.analysis import dataset
+from harness.agents.base import trainer_for
+from harness.analysis import dataset, signatures
 from harness.analysis.runs import RunSet
+from harness.analysis.signatures import SIGNATURES
+from harness.config import ConfigError
+from harness.config.schemas import backend_config
 from harness.detection.base import Detector
 from harness.detection.scoring import evaluate, load_dataset, setup_of
 from harness.pipeline.compose import make_experiment
-from harness.pipeline.train import get_or_train
+from harness.pipeline.train import get_or_train, healthy_twin
 from harness.store import atomic_write_parquet
 
 #: the small dataset: (overrides shared by a setup, faults, seeds)
@@ -208,3 +215,115 @@ def assert_detects(detector: Detector, fault: str, min_recall: float = 1.0,
 
 if __name__ == "__main__":
     main()
+
+
+# ---- conformance of a fault ----------------------------------------------------------------------
+
+#: the short pair ``check_fault`` trains per (algorithm, backend): a few updates, enough to act and log
+CHECK_BUDGETS = {
+    "ppo": ["env=cartpole", "algo.num_envs=4", "algo.n_steps=32", "env.total_timesteps=2048"],     # 16 updates
+    "grpo": ["env=toyseq", "env.total_timesteps=10240"],                                           # 8 updates
+    "ppo_lm": ["env=toyseq", "env.total_timesteps=5120"],                                          # 8 updates
+}
+
+
+@dataclass
+class FaultCheck:
+    """What :func:`check_fault` found: the registry rules a fault breaks, and per ``algo/backend`` pair
+    trained, the runs' statuses, whether anything logged differs from the twin, and the first expected
+    signature on the faulty run (fired, or why it could not be read)."""
+
+    fault: str
+    broken: list[str]
+    pairs: dict[str, dict[str, object]]
+
+    @property
+    def ok(self) -> bool:
+        return not self.broken and all(p["status"] in ("ok", "diverged") for p in self.pairs.values())
+
+    def report(self) -> str:
+        lines = [f"check_fault {self.fault}: {'passes' if self.ok else 'FAILS'}"]
+        lines += [f"  rule broken: {b}" for b in self.broken]
+        for where, p in self.pairs.items():
+            lines.append(f"  {where}: faulty run {p['status']}, twin {p['twin_status']}; "
+                         f"{'metrics differ from the twin' if p['changed'] else 'nothing logged differs from the twin'}; "
+                         f"{p['signature'] or 'no expected signature'}: {p['signature_shows']}"
+                         + (f"\n    error: {str(p['error']).strip().splitlines()[-1]}" if p.get("error") else ""))
+        return "\n".join(lines)
+
+
+def registry_rules(cls: type) -> list[str]:
+    """The rules every registered fault keeps (what ``register`` cannot check at class creation)."""
+
+    broken = []
+    if not (isinstance(cls, type) and issubclass(cls, Fault)):
+        return [f"{cls!r} is not a faults.base.Fault subclass"]
+    if FAULTS.get(cls.name) is not cls:
+        broken.append(f"{cls.name!r} is not registered as this class (faults.register(cls), or a module under faults/)")
+    for attr in ("description", "provenance"):
+        if not getattr(cls, attr):
+            broken.append(f"{attr} is empty (provenance: the reports it mimics, or 'synthetic: <why plausible>')")
+    if cls.name != "none" and cls.acts_on == "nothing":
+        broken.append("it overrides no hook of harness.hooks.Hooks: it changes nothing")
+    undocumented = [f.name for f in fields(cls) if not f.metadata.get("doc")]
+    if undocumented:
+        broken.append(f"parameters without a doc (make them with param(default, doc)): {', '.join(undocumented)}")
+    unknown = [s for s in cls.expected if s not in SIGNATURES]
+    if unknown:
+        broken.append(f"expected signatures that do not exist: {', '.join(unknown)}")
+    if cls.name != "none" and bool(cls.expected) == bool(cls.no_trace_expected):
+        broken.append("give the expected signatures, or no_trace_expected saying why its reports expect none (not both)")
+    return broken
+
+
+def expressible_on(cls: type) -> list[tuple[str, str]]:
+    """The (algorithm, backend) pairs whose trainer runs this fault in its default form."""
+
+    out = []
+    for algo in cls.algos:
+        for backend in cls.backends:
+            try:
+                trainer_for(backend_config(backend), algo).check_expressible(cls())
+            except ConfigError:
+                continue
+            out.append((algo, backend))
+    return out
+
+
+def check_fault(fault: str | type, results_dir: str | Path | None = None, backends: list[str] | None = None,
+                seed: int = 0) -> FaultCheck:
+    """A fault's conformance, in the spirit of scikit-learn's ``check_estimator``: the registry rules
+    (:func:`registry_rules`), then on each algorithm and backend that can express it (``backends``: only
+    these) a short faulty run and its healthy twin (:data:`CHECK_BUDGETS`; stored in ``results_dir``,
+    default a temporary directory), each ending ok or diverged, and its first expected signature read on
+    the faulty run. Raises AssertionError with the report when a rule is broken or a run crashes; returns
+    the :class:`FaultCheck` otherwise (a signature that a short run does not show is reported, not failed:
+    the catalogue decides manifestation on 10 seeds)."""
+
+    cls = FAULTS[fault] if isinstance(fault, str) and fault in FAULTS else fault
+    if isinstance(cls, str):
+        raise AssertionError(f"check_fault: no fault named {cls!r} is registered")
+    broken = registry_rules(cls)
+    pairs: dict[str, dict[str, object]] = {}
+    with contextlib.ExitStack() as stack:
+        root = Path(results_dir) if results_dir else Path(stack.enter_context(tempfile.TemporaryDirectory()))
+        for algo, backend in expressible_on(cls) if not broken else []:
+            if backends is not None and backend not in backends:
+                continue
+            exp = make_experiment([f"algo={algo}", f"backend={backend}", f"fault={cls.name}", f"seed={seed}",
+                                   *CHECK_BUDGETS.get(algo, []), f"results_dir={root}", "progress=false"])
+            run, twin = get_or_train(exp), get_or_train(healthy_twin(exp))
+            shared = [c for c in run.metrics.columns if c in twin.metrics.columns and c not in ("wall_s", "fault_active")]
+            changed = not run.metrics[shared].reset_index(drop=True).equals(twin.metrics[shared].reset_index(drop=True))
+            first = cls.expected[0] if cls.expected else ""
+            shows = "-"
+            if first:
+                res = signatures.evaluate(run.metrics, run.meta, names=[first])[first]
+                shows = ("fired: " if res.fired else "did not fire: " if res.evaluable else "not readable: ") + res.evidence
+            pairs[f"{algo}/{backend}"] = {"status": run.meta["status"], "twin_status": twin.meta["status"],
+                                         "changed": changed, "signature": first, "signature_shows": shows,
+                                         "error": run.meta.get("error")}
+    check = FaultCheck(cls.name, broken, pairs)
+    if not check.ok:
+        raise AssertionError(check.report())
+    return check
