@@ -23,7 +23,6 @@ class AdvSignFlip(Fault):
     provenance = ("synthetic: a sign slip in advantages = returns - values; same outcome as on-policy PR#13 "
                   "(\"collapses the performance\") and RoboVerse PR#814 (\"learned the wrong sign\")")
     algos = ("ppo",)
-    backends = ("native", "sb3")
     expected = ('return_falls',)
 
     def advantages(self, advantages: np.ndarray) -> np.ndarray:

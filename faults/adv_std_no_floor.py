@@ -55,7 +55,6 @@ class AdvStdNoFloor(Fault):
                   "advantages/max 7428, grad_norm 35; fixed by a 1e-3 floor); PR 4158 (-2075); NeMo-RL#1518 "
                   "(+-1,000,000)")
     algos = ("grpo",)
-    backends = ("native", "trl")
     expected = ("adv_nonfinite_or_huge", "nonfinite")
 
     def refusal(self, backend: str) -> str | None:

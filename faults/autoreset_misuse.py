@@ -34,7 +34,6 @@ class AutoresetMisuse(Fault):
                   "(next-step autoreset: \"a dead action that does nothing\"); envpool#194 (\"will introduce off by "
                   "one errors ... in almost all Deep RL frameworks\")")
     algos = ("ppo",)
-    backends = ("native", "sb3")
     expected = ('reward_diluted',)
 
     def assumes_same_step_autoreset(self) -> bool:

@@ -59,7 +59,7 @@ class Fault(Hooks):
     #: "effective hyperparameter: hyperparams; update-loop hook: old_logprob"; never set by hand
     acts_on: ClassVar[str] = "nothing"
     algos: ClassVar[tuple[str, ...]] = ("ppo", "grpo")
-    backends: ClassVar[tuple[str, ...]] = ("native",)
+    # (the backends that can run it are derived from their trainers: harness.agents.base.backends_of)
     #: the expected signature (a hypothesis the catalogue tests); the first is the primary one
     expected: ClassVar[tuple[str, ...]] = ()
     #: why no signature is expected, for a bug its reports found invisible in the logs (``expected`` empty)
@@ -175,10 +175,8 @@ class Fault(Hooks):
     def param_docs(cls) -> dict[str, str]:
         return {f.name: f.metadata.get("doc", "") for f in fields(cls)}
 
-    def check_applicable(self, algo: str, backend: str) -> None:
+    def check_applicable(self, algo: str) -> None:
+        """Whether the bug exists in ``algo``; whether a backend can run it is its trainer's to say."""
         if algo not in self.algos:
             raise ConfigError(f"fault {self.name} does not apply to algo={algo}; it applies to: "
                               f"{', '.join(self.algos)}")
-        if backend not in self.backends:
-            raise ConfigError(f"fault {self.name} cannot be expressed on backend={backend}; it runs on: "
-                              f"{', '.join(self.backends)}")

@@ -43,7 +43,6 @@ class ClipfracDenominatorWrong(Fault):
                   "\"inflated by numel(broadcast) / count_nonzero(loss_mask)\", \"84x\"; metrics only); the "
                   "harness's PPO has no action chunks, width=84 stands for them")
     algos = ("ppo",)
-    backends = ("native",)
     expected = ('clipfrac_impossible',)
 
     def ratio_metrics(self, stats: dict[str, float], ratio: torch.Tensor, log_ratio: torch.Tensor, clip_range: float,

@@ -33,7 +33,6 @@ class EntropySignFlip(Fault):
                   "sign error for maximizing entropy bonus\"); garage#628 (\"why we had to turn off "
                   "entropy-regularization\")")
     algos = ("ppo",)
-    backends = ("native", "sb3")
     expected = ('entropy_collapse',)
 
     def refusal(self, backend: str) -> str | None:

@@ -37,7 +37,6 @@ class EosMasked(Fault):
     provenance = ("RAGEN#59 (EOS masked out of the training mask; fixed so the mask reaches <im_end>), "
                   "reasoning-from-scratch PR #185 (EOS not in the gradient: 'may unlearn generating stop tokens')")
     algos = ("grpo",)
-    backends = ("native", "trl")
     expected = ("completions_truncated",)
 
     def completion_mask(self, mask: torch.Tensor, tokens: torch.Tensor, eos: int, pad: int) -> torch.Tensor:

@@ -34,7 +34,6 @@ class ExcessiveLR(Fault):
                   "('exploding KL divergence and explained variance becoming negative ... Lowering the "
                   "learning rate makes it more stable')")
     algos = ("ppo", "grpo", "ppo_lm")
-    backends = ("native", "sb3", "trl")
     expected = ("kl_explodes", "kl_high", "entropy_collapse")
 
     def hyperparams(self, hp: Any) -> Any:

@@ -27,7 +27,6 @@ class FormatRewardNeverMatches(Fault):
     provenance = ("unsloth#1761 (format rewards 'always zero ... the total rewards are increasing'); R1-V#124; "
                   "simple_GRPO#19")
     algos = ("grpo",)
-    backends = ("native", "trl")
     expected = ("reward_fn_zero",)
 
     def reward_scores(self, scores: dict[str, Any]) -> dict[str, Any]:

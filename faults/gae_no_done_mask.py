@@ -33,7 +33,6 @@ class GAENoDoneMask(Fault):
                   "anything\"); RoboVerse PR#814 (\"ending an episode paid a bonus\"); RLMutation "
                   "missing_terminal_state")
     algos = ("ppo",)
-    backends = ("native", "sb3")
     expected = ('return_falls',)
 
     def gae(self, rewards: np.ndarray, values: np.ndarray, next_value: np.ndarray, terminated: np.ndarray,

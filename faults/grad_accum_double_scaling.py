@@ -42,7 +42,6 @@ class GradAccumDoubleScaling(Fault):
                   "gradient_accumulation_steps=4, effective lr depends on it, logged loss divided by G); fixed by "
                   "ms-swift PR#10116")
     algos = ("ppo",)
-    backends = ("native",)
     expected = ('grad_norm_small',)
 
     def setting(self, algo: str = "") -> dict[str, Any]:

@@ -38,7 +38,6 @@ class GradAccumMeanOfMeans(Fault):
                   "#1544 ('biased toward shorter examples'); Soup#932 ('weights microbatches, not tokens ... The loss "
                   "curve looks normal with the bug and without it')")
     algos = ("grpo",)
-    backends = ("native",)
     expected = ()
     no_trace_expected = ("the reports find nothing in the loss curve (Soup#932: 'nothing about it is visible at "
                          "runtime'); the gradient's weighting changes, not its scale")

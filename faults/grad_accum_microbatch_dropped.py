@@ -31,7 +31,6 @@ class GradAccumMicrobatchDropped(Fault):
     provenance = ("open-instruct PR #1498 (ZeRO-2: 'only the last micro-batch's gradient survives to step()'), "
                   "torchtitan PR #3575 ('zeroing grad from all micro-batches except the last one'), starVLA#395")
     algos = ("grpo",)
-    backends = ("native", "trl")
     expected = ("grad_norm_small",)
 
     def setting(self, algo: str = "") -> dict[str, Any]:

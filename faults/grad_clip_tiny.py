@@ -25,7 +25,6 @@ class GradClipTiny(Fault):
     provenance = ("strands-labs/robots PR#2028 (max_grad_norm 0: \"0 of 34,701 parameters moved\" while training "
                   "reported success)")
     algos = ("ppo",)
-    backends = ("native", "sb3")
     expected = ('approx_kl_tiny',)
 
     def hyperparams(self, hp: Any) -> Any:

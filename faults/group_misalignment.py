@@ -43,7 +43,6 @@ class GroupMisalignment(Fault):
     provenance = ("tunix PR #820 ('mixing generations from different prompts ... the model failing to learn'); "
                   "d1#19")
     algos = ("grpo",)
-    backends = ("native", "trl")
     expected = ("reward_stalls",)
 
     @staticmethod

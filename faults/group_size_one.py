@@ -57,6 +57,11 @@ class GroupSizeOne(Fault):
     algos = ("grpo",)
     expected = ("groups_uniform",)
 
+    def refusal(self, backend: str) -> str | None:
+        if backend == "trl":
+            return "TRL's GRPOConfig refuses num_generations < 2, so the bug does not exist there (it is verl's)"
+        return None
+
     def hyperparams(self, hp: Any) -> Any:
         return replace(hp, group_size=1, n_prompts=hp.n_prompts * hp.group_size)
 

@@ -56,7 +56,6 @@ class KLGradientBiased(Fault):
                   "KL'); trl PR #6503 (use_bias_correction_kl made the default: 'about 21% relative difference "
                   "on-policy')")
     algos = ("grpo",)
-    backends = ("native", "trl")
     expected = ()
     no_trace_expected = ("the reports measured the gradient, not a logged symptom; only the penalty's direction "
                          "changes, so at most the KL to the reference drifts from the twin's")

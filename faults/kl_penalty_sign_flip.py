@@ -53,7 +53,6 @@ class KLPenaltySignFlip(Fault):
                   "maximized'); Logic-RL#58; ToolRL#52 ('training becomes unstable and eventually collapses'); "
                   "form misconfigured (a negative beta in GRPOConfig, which TRL accepts): synthetic")
     algos = ("grpo", "ppo_lm")
-    backends = ("native", "trl")
     expected = ("kl_ref_explodes", "kl_penalty_adds_reward")
 
     def setting(self, algo: str = "") -> dict[str, Any]:

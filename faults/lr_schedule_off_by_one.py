@@ -27,7 +27,6 @@ class LRScheduleOffByOne(Fault):
     provenance = ("verl#3674 (\"sets LR to 0 for the first weight update since `self.actor_lr_scheduler.step` "
                   "called after the `self.actor.update_policy`\")")
     algos = ("ppo",)
-    backends = ("native", "sb3")
     expected = ('first_update_frozen',)
 
     def setting(self, algo: str = "") -> dict[str, Any]:

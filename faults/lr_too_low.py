@@ -26,7 +26,6 @@ class LRTooLow(Fault):
     provenance = ("MAProj#3 (\"The learning rate ... is too small, it takes a very long time to converge\"); "
                   "AutoTrainer slow-convergence rule")
     algos = ("ppo",)
-    backends = ("native", "sb3")
     expected = ('approx_kl_tiny',)
 
     def hyperparams(self, hp: Any) -> Any:

@@ -39,7 +39,6 @@ class MetricConstant(Fault):
                   "identically zero no matter how far the value head moves\"), fixed by RLinf PR#1530; verl PR#972 "
                   "(\"pg_clipfrac_lower is always 0 by mistake\")")
     algos = ("ppo",)
-    backends = ("native",)
     expected = ('clipfrac_inconsistent',)
 
     def ratio_metrics(self, stats: dict[str, float], ratio: torch.Tensor, log_ratio: torch.Tensor, clip_range: float,

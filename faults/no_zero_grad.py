@@ -43,7 +43,6 @@ class NoZeroGrad(Fault):
                   "pytorch#47175 (\"an extremely nasty bug\"), tt-blacksmith PR#711; nearest RL report trl#583 "
                   "(zero_grad misplaced under gradient accumulation, not missing)")
     algos = ("ppo",)
-    backends = ("native", "sb3")
     expected = ('kl_high',)
 
     def __post_init__(self) -> None:

@@ -11,5 +11,4 @@ class NoFault(Fault):
     description = "no fault: the healthy agent"
     provenance = "-"
     algos = ("ppo", "grpo", "ppo_lm")
-    backends = ("native", "sb3", "trl")
     expected = ()

@@ -41,7 +41,6 @@ class NormStatsNotRestored(Fault):
                   "IsaacLab#2635 (VecNormalize stats never saved, play.py 'starts collecting new statistics from "
                   "scratch'); rl-baselines3-zoo#386 ('statistics tends to quickly converge if started from scratch')")
     algos = ("ppo",)
-    backends = ("native", "sb3")
     onset_kinds = ("mid",)
     expected = ("explained_variance_negative",)
 

@@ -27,7 +27,6 @@ class ObsNormFrozen(Fault):
     provenance = ("synthetic: SB3's evaluation switch VecNormalize.training = False (stable-baselines#779) left off "
                   "during training")
     algos = ("ppo",)
-    backends = ("native", "sb3")
     expected = ('explained_variance_negative',)
 
     def setting(self, algo: str = "") -> dict[str, Any]:

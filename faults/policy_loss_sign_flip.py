@@ -33,7 +33,6 @@ class PolicyLossSignFlip(Fault):
     provenance = ("RLMutation incorrect_loss_function on SB3 PPO (policy_loss = th.min(...).mean(), no minus); "
                   "safe-grid-agents PR#28 (\"negative sign being distributed through a `min`\")")
     algos = ("ppo",)
-    backends = ("native",)
     expected = ('return_falls',)
 
     def surrogate(self, pg_loss1: torch.Tensor, pg_loss2: torch.Tensor) -> torch.Tensor:

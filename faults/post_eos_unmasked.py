@@ -52,7 +52,6 @@ class PostEosUnmasked(Fault):
                   "calculations': gradient noise and instability), trl PR #7039 (tokens after a secondary EOS kept in "
                   "the loss)")
     algos = ("grpo",)
-    backends = ("native", "trl")
     expected = ("logp_per_token_low",)
 
     def setting(self, algo: str = "") -> dict[str, Any]:

@@ -22,7 +22,6 @@ class PPOEpochsIgnored(Fault):
     provenance = ("verl#342: commit 54051c85 (dynamic batch size, #118) removed the minibatch iterator "
                   "and with it the epoch loop ('missed this part when we refactored'); fixed by verl PR #346")
     algos = ("ppo", "grpo", "ppo_lm")
-    backends = ("native", "sb3", "trl")
     expected = ("optimizer_steps_short",)
 
     def hyperparams(self, hp: Any) -> Any:

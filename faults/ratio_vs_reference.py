@@ -42,7 +42,6 @@ class RatioVsReference(Fault):
                   "ratio against ref_per_token_logps proposed as a 'fix'); mlx-examples PR #1233 review ('using ref "
                   "model log probs in ratio ... unbalances the loss'); no shipped-bug report found")
     algos = ("grpo",)
-    backends = ("native", "trl")
     expected = ("approx_kl_tracks_kl_ref", "ratio_explodes")
 
     def behaviour_logprob(self, old: torch.Tensor, sources: dict[str, torch.Tensor]) -> torch.Tensor:

@@ -43,7 +43,6 @@ class ReferenceIsBaseModel(Fault):
                   "unstable training'); trl PR #4723 ('only correct when the adapter is newly initialized'); trl PR "
                   "#6591 ('the run silently trains against the wrong reference')")
     algos = ("grpo",)
-    backends = ("native",)
     expected = ("kl_ref_high_at_start",)
     onset_kinds = ("0",)
 

@@ -48,7 +48,6 @@ class ReferenceNotFrozen(Fault):
                   "reference, verl a separate ref worker); TRL 0.14 computed reference log-probs inside "
                   "compute_loss, where this bug gives kl exactly 0")
     algos = ("grpo", "ppo_lm")
-    backends = ("native", "trl")
     expected = ("kl_ref_tracks_update_drift", "kl_ref_zero", "kl_penalty_zero")
 
     def refusal(self, backend: str) -> str | None:

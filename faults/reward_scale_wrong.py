@@ -32,7 +32,6 @@ class RewardScaleWrong(Fault):
                   "cleanrl#441 (rewards up to 1000: \"the loss from the value function is huge compared to the "
                   "policy loss, and training is unstable\")")
     algos = ("ppo",)
-    backends = ("native", "sb3")
     expected = ('value_loss_huge', 'approx_kl_tiny')
 
     def wrap_env(self, env: Any) -> Any:

@@ -26,7 +26,6 @@ class RewardSignFlip(Fault):
     provenance = ("trl#2714 / trl#2771 (reward_len = abs(20 - len): \"Isn't the reward *minimized* when "
                   "len(completion)==20\"; a fix proposed in trl PR#2777)")
     algos = ("ppo",)
-    backends = ("native", "sb3")
     expected = ('return_vs_length_anticorrelated',)
 
     def wrap_env(self, env: Any) -> Any:

@@ -38,7 +38,6 @@ class SamplingFilterNotReplayed(Fault):
                   "and runs with truncated sampling collapse'); ms-swift PR #8442 ('significant discrepancy between "
                   "rollout logprobs and training logprobs'); vllm#42259 / trl#6789 (log(S) in the ratio)")
     algos = ("grpo",)
-    backends = ("native",)
     expected = ("sampler_mismatch_high",)
 
     def setting(self, algo: str = "") -> dict[str, Any]:

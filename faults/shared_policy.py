@@ -31,7 +31,6 @@ class SharedPolicy(Fault):
                   "always be 1'); tensorforce#312 ('prob_ratio always 1' across minibatches). Look-alike control: "
                   "minimind#775, ms-swift#4727, trl#3120 (ratio == 1 is correct single-pass)")
     algos = ("ppo", "grpo", "ppo_lm")
-    backends = ("native", "sb3", "trl")
     expected = ("ratio_pinned", "approx_kl_zero", "clipfrac_zero")
 
     def old_logprob(self, stored: torch.Tensor, live: torch.Tensor) -> torch.Tensor:

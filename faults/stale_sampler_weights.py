@@ -36,7 +36,6 @@ class StaleSamplerWeights(Fault):
                   "synced), trl PR #5313 / #5355 ('always generate with base weights'), ms-swift PR #7017, "
                   "verl PR #3461")
     algos = ("grpo",)
-    backends = ("native", "trl")
     expected = ("sampler_mismatch_high", "sampler_mismatch_grows")
     needs_rollout_engine = True
 

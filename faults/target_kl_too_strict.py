@@ -27,7 +27,6 @@ class TargetKLTooStrict(Fault):
     provenance = ("synthetic: SB3's early stopping (SB3#1229: \"possible to not update due to high approx_kl_div\"); "
                   "sb3-contrib#292 reproduces early stops with target_kl=0.0003 (\"set low to ensure early stop\")")
     algos = ("ppo",)
-    backends = ("native", "sb3")
     expected = ('optimizer_steps_short',)
 
     def hyperparams(self, hp: Any) -> Any:

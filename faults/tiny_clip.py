@@ -23,7 +23,6 @@ class TinyClip(Fault):
     provenance = ("DanceGRPO#47 (clip_range 1e-4 copied from DDPO; on Wan2.1 the ratios are 1e-3 to 1e-4 away "
                   "from 1, 'so always exceed clip_range')")
     algos = ("ppo", "grpo", "ppo_lm")
-    backends = ("native", "sb3", "trl")
     expected = ("clipfrac_saturated", "approx_kl_tiny")
 
     def hyperparams(self, hp: Any) -> Any:

@@ -34,7 +34,6 @@ class TruncationAsTermination(Fault):
                   "CleanRL#457, CleanRL#198 (terminations and truncations or'd together; SB3 without timeout "
                   "handling \"stuck in the same suboptimum\"); keras-rl#298 (\"loss stays high\")")
     algos = ("ppo",)
-    backends = ("native", "sb3")
     expected = ('value_loss_high_at_time_limit',)
 
     def episode_end(self, terminated: np.ndarray, truncated: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

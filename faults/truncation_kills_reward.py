@@ -31,7 +31,6 @@ class TruncationKillsReward(Fault):
     provenance = ("autocontext PR #1067 (clipped_ratio 1, mean_terminated_length 0, reward 0, frac_reward_zero_std "
                   "1, loss 0, grad_norm 0); trl#5697 (max_completion_length=256 truncates 97-99%); CoursIA#13596")
     algos = ("grpo",)
-    backends = ("native", "trl")
     expected = ("completions_truncated", "reward_zero", "groups_uniform")
 
     def hyperparams(self, hp: Any) -> Any:

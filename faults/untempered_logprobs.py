@@ -37,7 +37,6 @@ class UntemperedLogprobs(Fault):
                   "PR #8427 (training-side logits not temperature-scaled vs vLLM's processed_logprobs), "
                   "unsloth-zoo PR #832 (untempered MLX GRPO log-probs, 'agreed exactly only at temperature=1.0')")
     algos = ("grpo",)
-    backends = ("native", "trl")
     expected = ("sampler_mismatch_high", "kl_sampler_high")
 
     def __post_init__(self) -> None:

@@ -31,7 +31,6 @@ class ValueBootstrapStale(Fault):
                   "computed from the state before the action\"); rsl_rl#151 (\"r_t + gamma V(s_t) instead of "
                   "r_t + gamma V(s_{t+1})\", kept by design as \"the next best approximation\")")
     algos = ("ppo",)
-    backends = ("native", "sb3")
     expected = ('value_loss_high_at_time_limit',)
 
     def final_observation(self, next_obs: np.ndarray, obs: np.ndarray, truncated: np.ndarray) -> np.ndarray:

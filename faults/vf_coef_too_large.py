@@ -26,7 +26,6 @@ class VfCoefTooLarge(Fault):
     provenance = ("synthetic: a unit or copy slip in vf_coef; ray PR#22171 notes higher value-loss coefficients "
                   "giving \"bad agents\" on CartPole (there from a value-clipping bug)")
     algos = ("ppo", "ppo_lm")
-    backends = ("native", "sb3")
     expected = ('vf_coef_effective_high',)
 
     def hyperparams(self, hp: Any) -> Any:

@@ -33,7 +33,6 @@ class WhitenTinyBatch(Fault):
                   "(\"invalid multinomial distribution\"), SB3#325, wheatley PR#93, TinyZero#101 (pg_loss, grad_norm "
                   "nan); fixed in SB3 by PR#1028")
     algos = ("ppo",)
-    backends = ("native",)
     expected = ('nonfinite',)
 
     def refusal(self, backend: str) -> str | None:

@@ -26,7 +26,6 @@ class WrongGamma(Fault):
     provenance = ("pytorch/rl PR#3679 (TorchRL PPOTrainer defaults gamma 0.9 / lmbda 0.99: \"causing the agent to "
                   "heavily discount future rewards and perform significantly worse\"); muPRL's gamma mutation")
     algos = ("ppo",)
-    backends = ("native", "sb3")
     expected = ('explained_variance_negative',)
 
     def hyperparams(self, hp: Any) -> Any:

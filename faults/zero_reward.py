@@ -32,7 +32,6 @@ class ZeroReward(Fault):
                   "RLinf#682 ('the rewards are always 0.0', cause not established); unsloth#2757 (rewards 0 after "
                   "the first step, no cause given)")
     algos = ("ppo", "grpo", "ppo_lm")
-    backends = ("native", "sb3", "trl")
     expected = ("reward_zero", "value_to_zero")
 
     def wrap_env(self, env: Any) -> Any:

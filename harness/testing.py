@@ -29,7 +29,7 @@ import pandas as pd
 from faults import FAULTS
 from faults.base import Fault
 from harness import TRAINING_VERSION
-from harness.agents.base import trainer_for
+from harness.agents.base import backends_of, trainer_for
 from harness.analysis import dataset, signatures
 from harness.analysis.runs import RunSet
 from harness.analysis.signatures import SIGNATURES
@@ -281,7 +281,7 @@ def expressible_on(cls: type) -> list[tuple[str, str]]:
 
     out = []
     for algo in cls.algos:
-        for backend in cls.backends:
+        for backend in backends_of(cls):
             try:
                 trainer_for(backend_config(backend), algo).check_expressible(cls())
             except ConfigError:

@@ -9,13 +9,16 @@ logs a quantity the harness also measures, checks that the two agree.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping
+from dataclasses import fields
 from typing import Any, ClassVar
 
 from harness.config import BackendConfig, ConfigError, EnvConfig, Experiment, locate
+from harness.config.schemas import backend_config, backend_names
 from harness.hooks import HOOK_SITES, Hooks, overrides
 
 
@@ -46,7 +49,12 @@ class Trainer(ABC):
         """Raise a one-line ConfigError if this trainer cannot run ``algo`` on ``env``."""
 
     def check_expressible(self, fault: Hooks, algo: Any = None) -> None:
-        """Raise a one-line ConfigError if this backend cannot run ``fault`` (with ``algo``, if given)."""
+        """Raise a one-line ConfigError if this backend cannot run ``fault`` (with ``algo``, if given): here,
+        when the fault itself says why (its ``refusal``)."""
+        refusal = fault.refusal(self.backend) if hasattr(fault, "refusal") else None
+        if refusal:
+            name = getattr(fault, "name", type(fault).__name__)
+            raise ConfigError(f"fault {name} cannot be expressed on backend={self.backend}: {refusal}")
 
     def check_fault_on_env(self, fault: Hooks, env: EnvConfig) -> None:
         """Raise a one-line ConfigError if ``fault`` acts where this trainer's loop on ``env`` never
@@ -80,9 +88,7 @@ class FrameworkTrainer(Trainer):
         if unreached:
             raise ConfigError(f"fault {name} cannot be expressed on backend={self.backend}: it acts on {unreached[0]}, "
                               f"which {self.framework}'s trainer never reaches")
-        refusal = fault.refusal(self.backend) if hasattr(fault, "refusal") else None
-        if refusal:
-            raise ConfigError(f"fault {name} cannot be expressed on backend={self.backend}: {refusal}")
+        super().check_expressible(fault)
         if algo is not None:
             self.check_config(fault, algo)
 
@@ -114,6 +120,44 @@ def trainer_for(backend: BackendConfig, algo: str) -> Trainer:
         raise ConfigError(f"backend={backend.name} has no trainer for algo={algo}; it trains "
                           f"{', '.join(sorted(backend.trainers)) or 'nothing'}")
     return _build(target)
+
+
+def forms_of(cls: type) -> list[Any]:
+    """The fault at its defaults, then with each other value of each parameter that has choices (its
+    ``form``, ``variant``, estimator, ...): the forms a backend may express."""
+    out = [cls()]
+    for f in fields(cls):
+        for value in (f.metadata.get("bounds") or {}).get("choices") or ():
+            if value != f.default:
+                with contextlib.suppress(ConfigError, TypeError, ValueError):
+                    out.append(cls(**{f.name: value}))
+    return out
+
+
+@functools.cache
+def backends_of(cls: type) -> tuple[str, ...]:
+    """The backends that can run fault ``cls``: those with a trainer for one of its algorithms that
+    expresses it in some form (:func:`forms_of`; each trainer's ``check_expressible`` and the fault's own
+    ``refusal``). Derived, never declared: a new backend needs no change to any fault."""
+    out = []
+    for name in backend_names():
+        backend = backend_config(name)
+        for algo in cls.algos:
+            if algo not in backend.trainers:
+                continue
+            trainer = trainer_for(backend, algo)
+            if any(_expresses(trainer, fault) for fault in forms_of(cls)):
+                out.append(name)
+                break
+    return tuple(out)
+
+
+def _expresses(trainer: Trainer, fault: Any) -> bool:
+    try:
+        trainer.check_expressible(fault)
+    except ConfigError:
+        return False
+    return True
 
 
 def trainers_of(backend: BackendConfig) -> list[Trainer]:

@@ -11,6 +11,7 @@ import sys
 import pandas as pd
 
 from faults import FAULTS
+from harness.agents.base import backends_of
 from harness.catalogue.report import (
     BackendNotes,
     agreement_markdown,
@@ -139,7 +140,7 @@ def _about(fault: str, cells: pd.DataFrame) -> list[str]:
     expected = ", ".join(cls.expected) or (f"none: {cls.no_trace_expected}" if cls.no_trace_expected else "-")
     out = ["## Mechanism", "", mechanism(fault), "",
            f"- **What is injected**: {cls.description}",
-           f"- **Applies to**: {'/'.join(cls.algos)} on {'/'.join(cls.backends)}; acts on {cls.acts_on}",
+           f"- **Applies to**: {'/'.join(cls.algos)} on {'/'.join(backends_of(cls))}; acts on {cls.acts_on}",
            f"- **Form**: {' or '.join(cls.forms())} (the first is the default; `fault.form=` picks another)"
            + ("; kind: " + cls.kind if cls.kind else ""),
            f"- **Provenance**: {cls.provenance}",

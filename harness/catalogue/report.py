@@ -11,6 +11,7 @@ import math
 import pandas as pd
 
 from faults import FAULTS
+from harness.agents.base import backends_of
 from harness.catalogue.agreement import DISAGREE
 from harness.catalogue.parts import Part
 from harness.catalogue.protocol import ALPHA
@@ -268,7 +269,7 @@ def faults_markdown(cells: pd.DataFrame, results_dir: str) -> str:
                                                      else f"undecided ({c['n_faulty']} seeds: too few to test)")
                          + (f"; diverged {c['n_diverged']}/{c['n_faulty']}" if c["n_diverged"] else ""))
         label = f"[`{name}`]({page_of(name)})" if found else f"`{name}`"
-        rows.append([label, "/".join(cls.algos), "/".join(cls.backends), " or ".join(cls.forms()), cls.kind,
+        rows.append([label, "/".join(cls.algos), "/".join(backends_of(cls)), " or ".join(cls.forms()), cls.kind,
                      cls.description, cls.provenance,
                      ", ".join(cls.expected) or (f"none: {cls.no_trace_expected}" if cls.no_trace_expected else "-"),
                      "<br>".join(found) or "not in this catalogue run"])

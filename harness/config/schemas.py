@@ -515,12 +515,17 @@ def register_configs() -> None:
     cs.store(group="schema/model", name="model", node=ModelConfig)
 
 
+def backend_names() -> list[str]:
+    """Every backend harness/conf/backend/ holds, ``native`` first."""
+    names = sorted(p.stem for p in (conf_dir() / "backend").glob("*.yaml"))
+    return sorted(names, key=lambda n: n != "native")
+
+
 def backend_config(name: str) -> BackendConfig:
     """A backend's config as ``backend=<name>`` composes it (harness/conf/backend/<name>.yaml)."""
     path = conf_dir() / "backend" / f"{name}.yaml"
     if not path.exists():
-        choices = sorted(p.stem for p in (conf_dir() / "backend").glob("*.yaml"))
-        raise ConfigError(unknown_choice("backend", name, choices))
+        raise ConfigError(unknown_choice("backend", name, sorted(backend_names())))
     data = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
     return to_object({k: v for k, v in data.items() if k != "defaults"}, BackendConfig, "backend")
 

@@ -161,7 +161,7 @@ def checked_fault(fault_cfg: dict, algo: str, backend: BackendConfig):
     fault = build_fault(fault_cfg)
     if algo in fault.algos and algo in backend.trainers:
         trainer_for(backend, algo).check_expressible(fault)   # one line naming why, before the generic refusal
-    fault.check_applicable(algo=algo, backend=backend.name)
+    fault.check_applicable(algo=algo)
     return fault
 
 

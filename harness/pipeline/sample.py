@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from faults import FAULTS
+from harness.agents.base import backends_of
 from harness.config import ConfigError, Experiment
 from harness.pipeline.assemble import with_fault
 from harness.pipeline.compose import override_value
@@ -183,7 +184,7 @@ class Space:
 
     def applicable_faults(self, setup: dict[str, Any]) -> list[str]:
         return sorted(n for n, cls in FAULTS.items() if n != "none" and setup["algo_name"] in cls.algos
-                      and setup["backend"] in cls.backends and (not self.only or n in self.only))
+                      and setup["backend"] in backends_of(cls) and (not self.only or n in self.only))
 
     def _hyperparameters(self, setup: dict[str, Any], rng: np.random.Generator) -> tuple[dict, dict]:
         """Draw the hyperparameters and the number of updates until the run fits: a batch no larger

@@ -116,7 +116,7 @@ def plan(setups: Sequence[Setup], controls: Sequence[Setup], faults: Sequence[st
         algo = algo_name(setup)
         for name in names:
             cls = FAULTS[name]
-            if algo in cls.algos and setup.backend in cls.backends and _expressible(cls, trainer_for(backend_config(setup.backend), algo)):
+            if algo in cls.algos and _expressible(cls, trainer_for(backend_config(setup.backend), algo)):
                 cases.append((setup, name, ()))
                 setting = tuple(f"algo.{k}={override_value(v)}" for k, v in sorted(cls().setting(algo).items()))
                 if setting and (setup, "none", setting) not in cases:

@@ -8,6 +8,7 @@ import pytest
 import yaml
 
 from faults import FAULTS
+from harness.agents.base import backends_of
 from harness.config import ConfigError
 from harness.pipeline.sample import Space, batch_of, estimated_cost
 from tests.paths import ROOT
@@ -164,7 +165,7 @@ def test_a_fault_no_drawn_setup_can_run_does_not_starve_the_others():
     faults = collections.Counter(s.fault for s in specs)
     assert faults["vf_clip_unscaled"] == 0 and faults["none"] <= 0.35 * len(specs)
     drawable = {f for f in FAULTS if f not in ("none", "vf_clip_unscaled") and "ppo" in FAULTS[f].algos
-                and "native" in FAULTS[f].backends}
+                and "native" in backends_of(FAULTS[f])}
     assert all(faults[f] >= 3 for f in drawable), {f: faults[f] for f in drawable if faults[f] < 3}
 
 

@@ -16,6 +16,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from harness.agents.base import backends_of
 from harness.pipeline.sweep import SLICES, Setup, dealing_order, only_setups
 from harness.store import RunStore
 from tests.commands import run
@@ -90,19 +91,19 @@ def test_catalogue_plan_covers_faults_setups_onsets_controls():
     assert ("algo=ppo", "fault=reference_not_frozen") not in faults       # GRPO-only fault
     assert ("algo=ppo_single_pass", "fault=none") in faults
     assert not any(j[0] == "algo=ppo_single_pass" and j[3] != "fault=none" for j in jobs)
-    n_ppo = sum("ppo" in c.algos and "native" in c.backends for n, c in FAULTS.items() if n != "none")
-    n_grpo = sum("grpo" in c.algos and "native" in c.backends for n, c in FAULTS.items() if n != "none")
+    n_ppo = sum("ppo" in c.algos and "native" in backends_of(c) for n, c in FAULTS.items() if n != "none")
+    n_grpo = sum("grpo" in c.algos and "native" in backends_of(c) for n, c in FAULTS.items() if n != "none")
     # the healthy runs in the settings faults live in (e.g. gradient accumulation), once each per algo
     n_settings = sum(len({tuple(sorted(c().setting().items())) for n, c in FAULTS.items()
-                          if algo in c.algos and "native" in c.backends and c().setting()}) for algo in ("ppo", "grpo"))
+                          if algo in c.algos and "native" in backends_of(c) and c().setting()}) for algo in ("ppo", "grpo"))
     # every fault at onset 0 and, where its bug can start mid-run, at a mid-run onset (a bug that exists
     # only from the start, e.g. reference_is_base_model, once; one that exists mid-run only, a resume's
     # norm_stats_not_restored, once, at the drawn mid-run onsets); the healthy run and the control once;
     # 2 seeds each
     n_mid = sum(("mid" in c.onset_kinds) * (("ppo" in c.algos) + ("grpo" in c.algos))
-                for n, c in FAULTS.items() if n != "none" and "native" in c.backends)
+                for n, c in FAULTS.items() if n != "none" and "native" in backends_of(c))
     n_mid_only = sum(("0" not in c.onset_kinds) * (("ppo" in c.algos) + ("grpo" in c.algos))
-                     for n, c in FAULTS.items() if n != "none" and "native" in c.backends)
+                     for n, c in FAULTS.items() if n != "none" and "native" in backends_of(c))
     assert n_mid_only >= 1
     assert len(jobs) == 2 * (n_ppo + n_grpo - n_mid_only + n_mid + 1 + n_settings + 1 + 1)
     resumed = [j for j in jobs if "fault=norm_stats_not_restored" in j]

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pandas as pd
 
 from faults import FAULTS
+from harness.agents.base import backends_of
 from harness.metrics import CANONICAL
 from harness.pipeline.train import RunResult
 from tests.helpers import LOUD, SHORT, train, train_with_twin
@@ -30,7 +31,7 @@ DIVERGES = {"whiten_tiny_batch"}
 
 def backend(fault: str) -> str:
     """The cheapest backend that can express the fault: native, else SB3, else TRL."""
-    return next(b for b in ("native", "sb3", "trl") if b in FAULTS[fault].backends)
+    return next(b for b in ("native", "sb3", "trl") if b in backends_of(FAULTS[fault]))
 
 
 def algo(fault: str) -> str:

@@ -17,8 +17,10 @@ NEW_FAULT = '''
 """The learner's rewards are halved (a reward scale applied twice)."""
 from dataclasses import dataclass
 
+import gymnasium as gym
 import numpy as np
-from gymnasium.wrappers.vector import TransformReward
+from gymnasium.wrappers import TransformReward
+from gymnasium.wrappers.vector import TransformReward as VectorTransformReward
 
 from faults.base import Fault, param
 
@@ -33,7 +35,10 @@ class HalvedReward(Fault):
     factor: float = param(0.5, "the factor the rewards are multiplied by", gt=0.0, le=1.0)
 
     def wrap_env(self, env):
-        return TransformReward(env, lambda r: np.asarray(r) * self.factor if self.active else r)
+        """A vector env (native trainers) or each single env (SB3's make_vec_env)."""
+        if isinstance(env, gym.vector.VectorEnv):
+            return VectorTransformReward(env, lambda r: np.asarray(r) * self.factor if self.active else r)
+        return TransformReward(env, lambda r: r * self.factor if self.active else r)
 '''
 
 
@@ -54,9 +59,11 @@ def new_fault(tmp_path):
 
 def test_a_new_fault_in_its_own_module_passes_check_fault(new_fault, tmp_path):
     check = check_fault("halved_reward_tmp", results_dir=tmp_path / "store")
-    assert check.ok and list(check.pairs) == ["ppo/native"], check.report()
+    # nothing declares where it runs: every backend whose trainer reaches its hook (wrap_env) runs it
+    assert check.ok and list(check.pairs) == ["ppo/native", "ppo/sb3"], check.report()
+    for pair in check.pairs.values():
+        assert pair["status"] == "ok" and pair["twin_status"] == "ok" and pair["changed"] is True, check.report()
     pair = check.pairs["ppo/native"]
-    assert pair["status"] == "ok" and pair["twin_status"] == "ok" and pair["changed"] is True, check.report()
     assert pair["signature"] == new_fault.expected[0] and pair["signature_shows"].split(":")[0] in (
         "fired", "did not fire", "not readable"), check.report()
     assert "check_fault halved_reward_tmp: passes" in check.report()
@@ -77,3 +84,16 @@ def test_check_fault_names_every_rule_a_fault_breaks(new_fault):
 @pytest.mark.parametrize("name", sorted(FAULTS))
 def test_every_registered_fault_keeps_the_registry_rules(name):
     assert registry_rules(FAULTS[name]) == []
+
+
+def test_where_a_fault_runs_is_derived_from_the_trainers_not_declared():
+    """No fault declares its backends: a trainer that expresses it in some form runs it, unless the fault's
+    refusal says the bug does not exist there."""
+    from harness.agents.base import backends_of
+
+    assert not [name for name, cls in FAULTS.items() if "backends" in vars(cls)]
+    assert backends_of(FAULTS["envs_seeded_alike"]) == ("sb3",)            # refused natively: no per-copy seed
+    assert backends_of(FAULTS["group_size_one"]) == ("native",)           # TRL refuses num_generations < 2
+    assert backends_of(FAULTS["adv_std_no_floor"]) == ("native", "trl")   # variant zero_std runs on TRL
+    assert backends_of(FAULTS["entropy_sign_flip"]) == ("native", "sb3")  # form misconfigured runs on SB3
+    assert backends_of(FAULTS["zero_reward"]) == ("native", "sb3", "trl")

@@ -11,6 +11,7 @@ import pytest
 
 from faults import FAULTS
 from faults.base import Fault
+from harness.agents.base import backends_of
 from harness.config import ConfigError
 from harness.pipeline.compose import make_experiment
 from tests.faults.setups import FAST_GRPO, FAST_PPO, ONSET, assert_acts_from_onset, backend, fast_pair
@@ -33,7 +34,7 @@ def expressible_on_sb3(fault: str) -> bool:
     """Whether SB3 runs the fault at its defaults (what make_experiment checks, without composing a config)."""
     from harness.agents.sb3 import SB3Trainer
 
-    if "sb3" not in FAULTS[fault].backends or FAULTS[fault]().refusal("sb3"):
+    if "sb3" not in backends_of(FAULTS[fault]) or FAULTS[fault]().refusal("sb3"):
         return False
     try:
         SB3Trainer().check_expressible(FAULTS[fault]())
@@ -134,7 +135,7 @@ def test_a_fault_sb3_cannot_express_is_refused_and_every_sb3_fault_is_expressibl
                                           "optimizer_step"):
         check_expressible(SkipSteps())
     for cls in FAULTS.values():          # a fault that says it runs on SB3 does, in one of its forms at least
-        if "sb3" in cls.backends:
+        if "sb3" in backends_of(cls):
             forms = cls.forms() if "form" in cls.param_docs() else None
             faults = [cls(form=f) for f in forms] if forms else [cls()]
             check_expressible(next(f for f in faults if f.refusal("sb3") is None))
@@ -159,7 +160,7 @@ def test_a_framework_refuses_a_hook_it_never_reaches():
         sb3.SB3Trainer().check_expressible(SamplerOnSB3())
     for cls in FAULTS.values():
         for name, trainer in (("sb3", sb3.SB3Trainer), ("trl", trl.TRLTrainer)):
-            if name in cls.backends and not cls().refusal(name):
+            if name in backends_of(cls) and not cls().refusal(name):
                 trainer().check_expressible(cls())
 
 
@@ -215,7 +216,8 @@ def test_kl_gradient_biased_drops_only_the_ratio_on_trl(store_dir):
                                    "logit_shift (TRL scores completion tokens inside its fused LM head"),
     (["fault=dropout_in_logprob"], "fault dropout_in_logprob cannot be expressed on backend=trl: it acts on "
                                    "dropout_active"),
-    (["fault=group_size_one"], "fault group_size_one cannot be expressed on backend=trl; it runs on: native"),
+    (["fault=group_size_one"], "fault group_size_one cannot be expressed on backend=trl: TRL's GRPOConfig refuses "
+                               "num_generations < 2"),
     (["fault=reference_not_frozen", "fault.computed=in_loss"], "computed=in_loss is TRL 0.14's compute_loss"),
     (["fault=kl_gradient_biased", "fault.estimator=k1"], "TRL's KL penalty is k3; fault.estimator=k1 runs on "
                                                            "backend=native"),

@@ -15,6 +15,7 @@ from omegaconf import OmegaConf
 
 import faults
 from faults import FAULTS, Fault, param
+from harness.agents.base import backends_of
 from harness.analysis.signatures import SIGNATURES
 from harness.config import CONF_DIR, ConfigError, locate
 from harness.hooks import HOOK_SITES, Hooks, overridden
@@ -37,7 +38,7 @@ def test_the_library_has_at_least_22_ppo_faults_14_of_them_on_sb3():
                "reward_scale_wrong", "clipfrac_denominator_wrong", "metric_constant"]      # issue 13's
     ppo = [n for n, c in FAULTS.items() if "ppo" in c.algos and n != "none"]
     assert set(library) <= set(ppo) and len(ppo) >= 22 and len(FAULTS) - 1 >= 26
-    assert sum("sb3" in FAULTS[n].backends for n in ppo) >= 14
+    assert sum("sb3" in backends_of(FAULTS[n]) for n in ppo) >= 14
     assert {FAULTS[n].kind for n in library} == {"training", "telemetry"}
 
 
@@ -233,9 +234,9 @@ def _registry() -> dict[str, int]:
     faults = {n: c for n, c in FAULTS.items() if n != "none"}
     ppo = [n for n, c in faults.items() if "ppo" in c.algos]
     grpo = [n for n, c in faults.items() if "grpo" in c.algos]
-    return {"faults": len(faults), "ppo": len(ppo), "sb3": sum("sb3" in faults[n].backends for n in ppo),
-            "grpo": len(grpo), "trl": sum("trl" in faults[n].backends for n in grpo),
-            "grpo_not_trl": sum("trl" not in faults[n].backends for n in grpo),
+    return {"faults": len(faults), "ppo": len(ppo), "sb3": sum("sb3" in backends_of(faults[n]) for n in ppo),
+            "grpo": len(grpo), "trl": sum("trl" in backends_of(faults[n]) for n in grpo),
+            "grpo_not_trl": sum("trl" not in backends_of(faults[n]) for n in grpo),
             **{f"form {form}": sum(c.form == form for c in faults.values())
                for form in ("misconfigured", "overridden", "code bug")},
             "also overridden": sum(c.form == "misconfigured" and "overridden" in c.forms() for c in faults.values()),
