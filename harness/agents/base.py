@@ -35,6 +35,12 @@ class Trainer(ABC):
     common_differences: ClassVar[str] = ""
     #: whether its training loop takes a framework's callbacks (``backend.callbacks``)
     takes_callbacks: ClassVar[bool] = False
+    #: a run's wall time relative to a native run's at the same budget (sweeps start the longest first)
+    cost: ClassVar[float] = 1.0
+    #: the env engines (``env.engine``) it steps; a framework's trainer makes its own envs
+    env_engines: ClassVar[tuple[str, ...]] = ("gymnasium", "envpool")
+    #: whether its catalogue runs may train the diagnosis model (no: a framework whose own logs are a test set)
+    trains_the_model: ClassVar[bool] = True
 
     @abstractmethod
     def updates_planned(self, exp: Experiment) -> int:
@@ -77,6 +83,7 @@ class FrameworkTrainer(Trainer):
     not_expressible: ClassVar[Mapping[str, str]]
     #: relative tolerance of :meth:`crosscheck`
     crosscheck_rtol: ClassVar[float] = 1e-4
+    env_engines: ClassVar[tuple[str, ...]] = ("gymnasium",)
 
     def check_expressible(self, fault: Hooks, algo: Any = None) -> None:
         name = getattr(fault, "name", type(fault).__name__)

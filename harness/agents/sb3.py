@@ -396,6 +396,7 @@ class SB3Trainer(FrameworkTrainer):
     """stable-baselines3's PPO (:func:`train`), faults through :data:`EXPRESSIBLE`."""
 
     backend, algo, framework = "sb3", "ppo", "SB3"
+    cost = 2.0
     expressible = EXPRESSIBLE
     not_expressible = NOT_EXPRESSIBLE
 

@@ -638,6 +638,8 @@ class TRLTrainer(FrameworkTrainer):
     not_expressible = NOT_EXPRESSIBLE
     crosscheck_rtol = 1e-3
     takes_callbacks = True
+    cost = 16.0
+    trains_the_model = False        # TRL-backend logs are a test set (benchmarks/realworld/trl_backend_logs.py)
     differences = _DIFFERENCES
     common_differences = _COMMON_DIFFERENCES
 

@@ -44,6 +44,7 @@ import numpy as np
 import pandas as pd
 
 from faults import FAULTS
+from harness.agents.base import trainers_of
 from harness.analysis import signatures, stats
 from harness.analysis.runs import Cell, RunSet
 from harness.analysis.signatures import DIRECTIONS, Result
@@ -57,6 +58,7 @@ from harness.catalogue.rows import (
     MetricRow,
     SignatureRow,
 )
+from harness.config import ConfigError, backend_config
 from harness.metrics import PROGRESS, applicable
 
 SEPARATES = (0.8, 0.2)     # fires on >= 80% of faulty runs and <= 20% of healthy runs and controls
@@ -98,8 +100,18 @@ def extra_training_runs(rs: RunSet) -> list[str]:
     stay out, so `evaluate detector=learned` scores them out of sample, and so do TRL-backend runs
     (their TRL logs are a test set: benchmarks/realworld/trl_backend_logs.py)."""
     runs = rs.runs
-    return runs.loc[(runs["origin"] == "catalogue") & (runs["backend"] != "trl")
+    trains = runs["backend"].map(trains_the_model).astype(bool)
+    return runs.loc[(runs["origin"] == "catalogue") & trains
                     & (runs["seed"].map(split_of) == "calibration"), "run_id"].tolist()
+
+
+def trains_the_model(backend: str) -> bool:
+    """Whether a backend's runs may train the diagnosis model (``Trainer.trains_the_model``; a backend no
+    longer configured: yes, as its runs always did)."""
+    try:
+        return all(t.trains_the_model for t in trainers_of(backend_config(backend)))
+    except ConfigError:
+        return True
 
 
 @dataclass(frozen=True)

@@ -37,13 +37,13 @@ def load_experiment(cfg: DictConfig) -> Experiment:
     env = to_object(cfg.env, EnvConfig, "env")
     check_env(env)
     backend = to_object(cfg.backend, BackendConfig, "backend")
-    if env.engine != "gymnasium" and backend.name != "native":
-        raise ConfigError(f"env.engine={env.engine} steps the native trainers' envs; backend={backend.name} makes its "
-                          "own (use env.engine=gymnasium)")
     trainers = trainers_of(backend)
     if not trainers:
         raise ConfigError(f"backend={backend.name} names no trainer (backend.trainers in harness/conf/backend/{backend.name}.yaml)")
     trainer = next((t for t in trainers if t.algo == algo.name), trainers[0])
+    if env.engine not in trainer.env_engines:
+        raise ConfigError(f"env.engine={env.engine} steps the native trainers' envs; backend={backend.name} makes its "
+                          "own (use env.engine=gymnasium)")
     trainer.check_setup(algo, env)                   # one line naming why this backend cannot run it
     check_callbacks(backend.callbacks, backend.name, trainer.takes_callbacks)
     trainer_for(backend, algo.name)

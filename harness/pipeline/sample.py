@@ -209,13 +209,14 @@ class Space:
                           f"max_cost={self.max_cost} s with >= {self.min_updates} updates (widen the ranges)")
 
     @staticmethod
-    def _sb3_form(fault: str, params: dict[str, Any]) -> dict[str, Any]:
-        """The fault in a form SB3 can run (a code bug inside PPO.train() is met there as the
-        misconfigured value a user would type): the drawn form if SB3 takes it, else the first that works."""
+    def _expressible_form(fault: str, params: dict[str, Any], backend: str) -> dict[str, Any]:
+        """The fault in a form ``backend`` can run (e.g. a code bug inside SB3's PPO.train() is met there
+        as the misconfigured value a user would type): the drawn form if the backend takes it, else the
+        first that works (the fault's ``refusal`` says)."""
         cls = FAULTS[fault]
         for form in dict.fromkeys([params.get("form", None), *cls.forms()]):
             trial = {**params, "form": form} if form is not None and len(cls.forms()) > 1 else params
-            if cls(**trial).refusal("sb3") is None:
+            if cls(**trial).refusal(backend) is None:
                 return trial
         return params
 
@@ -229,8 +230,8 @@ class Space:
 
     def _fault_params(self, fault: str, setup: dict[str, Any], rng: np.random.Generator) -> dict[str, Any]:
         params = {k: draw(v, rng) for k, v in self.faults.get(fault, {}).items()}
-        if fault != "none" and setup["backend"] == "sb3":
-            params = self._sb3_form(fault, params)
+        if fault != "none":
+            params = self._expressible_form(fault, params, setup["backend"])
         return params
 
     def _other_setting(self, setup: dict[str, Any], faults: list[str], rng: np.random.Generator) -> dict[str, Any]:

@@ -14,6 +14,7 @@ in the store and reporting progress while they run.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import threading
 import time
@@ -187,11 +188,23 @@ def plan_runs(settings: dict[str, Any], arguments: Sequence[str],
     return runs
 
 
-def _cost_rank(algo: str, setup: Setup) -> int:
+#: an algorithm's run cost relative to PPO's at the same budget
+ALGO_COST = {"grpo": 4.0}
+
+
+@functools.cache
+def run_cost(algo: str, backend: str) -> float:
+    """A run's relative cost: the backend trainer's (``Trainer.cost``) times the algorithm's."""
+    try:
+        factor = trainer_for(backend_config(backend), algo).cost
+    except ConfigError:           # no trainer for it: planning refuses it with its own message
+        factor = 1.0
+    return factor * ALGO_COST.get(algo, 1.0)
+
+
+def _cost_rank(algo: str, setup: Setup) -> float:
     """Longest jobs first (TRL's GRPO, GRPO, then SB3's PPO, then native PPO), which balances the workers."""
-    if setup.backend == "trl":
-        return -1
-    return 0 if algo == "grpo" else 1 if setup.backend == "sb3" else 2
+    return -run_cost(algo, setup.backend)
 
 
 class StoreProgress:
@@ -293,5 +306,4 @@ def write_chunks(specs: Sequence[Any], chunk: int, directory: Any, arguments: Se
 
 def _spec_cost(spec: Any) -> float:
     """A rough relative cost, to start the longest runs first."""
-    factor = {"grpo": 4.0}.get(spec.setup["algo_name"], 1.0) * {"sb3": 2.0}.get(spec.setup["backend"], 1.0)
-    return factor * float(spec.env.get("total_timesteps", 1))
+    return run_cost(spec.setup["algo_name"], spec.setup["backend"]) * float(spec.env.get("total_timesteps", 1))
