@@ -19,7 +19,9 @@ rule set sees every row. Per framework and fault: detected (an alarm at or after
 (an alarm naming the fault, or a class holding it), the median delay in rows after the onset to
 each, alarms before the onset; on healthy logs, alarms per 1000 rows and the share of logs with any.
 ``--record`` writes benchmarks/results/monitor_detection.json and .md (docs/monitor.md quotes it).
-``--save`` keeps the per-log records of this run and ``--load`` adds records saved earlier, so the two
+``--save FILE`` keeps the per-log records of this run (``FILE.partial.jsonl`` holds them as they land, so
+the same command started again after an interruption resumes; a progress line every 25 logs) and
+``--load`` adds records saved earlier, so the two
 sets may be scored at different times (e.g. the dataset while the realworld logs are still being
 generated) and recorded together.
 """
@@ -330,7 +332,8 @@ def dataset_logs(results: Path, held: dict[str, frozenset[str]]) -> list[dict[st
         onset = int(run["onset"]) if fault != "none" and pd.notna(run["onset"]) else 0
         family = f"dataset {run['algo']}"
         group = family if fault == "none" else f"{family}, {'mid-run onset' if onset > 0 else 'onset 0'}"
-        out.append({"group": group, "family": family, "algo": run["algo"], "fault": fault, "onset": onset,
+        out.append({"run_id": run["run_id"], "group": group, "family": family, "algo": run["algo"], "fault": fault,
+                    "onset": onset,
                     "config": visible_config(run["algo"], configured), "frame": by_run.get(run["run_id"]),
                     "space": json.loads(run["action_space"]) if run.get("action_space") else None})
     return [r for r in out if r["frame"] is not None and len(r["frame"])]
@@ -342,9 +345,42 @@ def one_dataset(log: dict[str, Any], model: Any) -> dict[str, Any]:
     return {**rec, "family": log["family"]}
 
 
-def main() -> None:
+def scored(name: str, items: list[Any], keys: list[str], score: Any, jobs: int, journal: Path | None) -> list[Any]:
+    """``score(item)`` of every item on ``jobs`` processes, in order, with a progress line every 25. With
+    ``journal`` each result is appended there as it lands (JSON lines), and a run started again skips the
+    items already there: hours of scoring survive an interrupted process."""
     from joblib import Parallel, delayed
 
+    done: dict[str, Any] = {}
+    if journal is not None and journal.exists():
+        for line in journal.read_text().splitlines():
+            try:
+                entry = json.loads(line)
+            except ValueError:          # a line cut short when the process was stopped
+                continue
+            done[entry["key"]] = entry["record"]
+        print(f"{name}: {len(done)} of {len(items)} logs already scored in {journal}", flush=True)
+    todo = [(k, item) for k, item in zip(keys, items) if k not in done]
+    start = time.perf_counter()
+    sink = journal.open("a") if journal is not None else None
+    if sink is not None and journal.stat().st_size and not journal.read_bytes().endswith(b"\n"):
+        sink.write("\n")               # after a line cut short: start a line of its own
+    try:
+        results = Parallel(n_jobs=jobs, return_as="generator")(delayed(score)(item) for _, item in todo)
+        for i, ((key, _), record) in enumerate(zip(todo, results), 1):
+            done[key] = record
+            if sink is not None:
+                sink.write(json.dumps({"key": key, "record": record}, default=float) + "\n")
+                sink.flush()
+            if i % 25 == 0 or i == len(todo):
+                print(f"{name}: {len(done)}/{len(items)} logs ({time.perf_counter() - start:.0f} s this run)", flush=True)
+    finally:
+        if sink is not None:
+            sink.close()
+    return [done[k] for k in keys]
+
+
+def main() -> None:
     from harness.detection.diagnosis import find_model
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -354,24 +390,29 @@ def main() -> None:
     parser.add_argument("--results", default=str(ROOT / "results"))
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--limit", type=int, default=0, help="at most this many logs (a quick look)")
-    parser.add_argument("--save", type=Path, default=None, help="write this run's per-log records here (JSON)")
+    parser.add_argument("--save", type=Path, default=None,
+                        help="write this run's per-log records here (JSON); FILE.partial.jsonl keeps them as they land, "
+                             "so the same command started again resumes")
     parser.add_argument("--load", type=Path, nargs="*", default=[], help="add per-log records saved by --save")
     parser.add_argument("--record", action="store_true")
     args = parser.parse_args()
     start = time.perf_counter()
     detectors = ["monitor", "folk", "config_aware", "ptt"]
+    journal = args.save.with_suffix(".partial.jsonl") if args.save is not None else None
     records: list[dict[str, Any]] = []
     if args.realworld is not None:
         logs = realworld_logs(args.realworld)[: args.limit or None]
         model_file = find_model(args.results)
-        done = Parallel(n_jobs=args.jobs)(delayed(one_realworld)(g, f, p, model_file) for g, f, p in logs)
+        done = scored("realworld", logs, [str(p) for _, _, p in logs], lambda log: one_realworld(*log, model_file),
+                      args.jobs, journal)
         records += [r for r in done if r is not None]
         print(f"realworld: {len(records)} logs in {time.perf_counter() - start:.0f} s")
     if args.dataset:
         models, held = held_out_models(Path(args.results))
         print(f"dataset: models fitted without the held-out runs in {time.perf_counter() - start:.0f} s")
         logs = dataset_logs(Path(args.results), held)[: args.limit or None]
-        records += Parallel(n_jobs=args.jobs)(delayed(one_dataset)(log, models[log["algo"]]) for log in logs)
+        records += scored("dataset", logs, [log["run_id"] for log in logs],
+                          lambda log: one_dataset(log, models[log["algo"]]), args.jobs, journal)
         print(f"dataset: {len(logs)} held-out runs in {time.perf_counter() - start:.0f} s")
     sets = {"realworld": args.realworld is not None, "dataset": args.dataset}
     command = "python benchmarks/monitor_detection.py " + " ".join(sys.argv[1:])
@@ -380,6 +421,7 @@ def main() -> None:
                                          "records": records},
                                         default=float) + "\n")
         print(f"saved {len(records)} records in {args.save}")
+        journal.unlink(missing_ok=True)
     records, sets, commands, earlier = with_saved(records, sets, args.load)
     rows, pooled_rows = summarise(records, detectors), pooled(records, detectors)
     for r in pooled_rows:

@@ -109,3 +109,24 @@ def test_the_figures_quoted_in_docs_monitor_are_the_recorded_ones():
         assert delay == md._num(r["delay_named"]) and before == md._pct(r["before_onset"])
         assert re.fullmatch(rf"{re.escape(md._pct(r['any_alarm']))} of {r['healthy']}", healthy)
         assert per_1000 == f"{r['alarms_per_1000']:.1f}"
+
+
+def test_scoring_resumes_from_its_journal(tmp_path):
+    """An interrupted --save run keeps what it scored (FILE.partial.jsonl, a line per log, a line cut
+    short ignored); started again it scores only the rest, and returns every record in order."""
+    import json
+
+    journal = tmp_path / "d.partial.jsonl"
+    journal.write_text(json.dumps({"key": "b", "record": {"v": 20}}) + "\n" + '{"key": "c", "rec')
+    seen = []
+
+    def score(item):
+        seen.append(item)
+        return {"v": item * 10}
+
+    out = md.scored("test", [1, 2, 3], ["a", "b", "c"], score, 1, journal)
+    assert out == [{"v": 10}, {"v": 20}, {"v": 30}] and sorted(seen) == [1, 3]
+    lines = journal.read_text().splitlines()
+    assert lines[1] == '{"key": "c", "rec'                 # the cut line stays, ignored; each new one is whole
+    assert sorted(json.loads(line)["key"] for line in lines[2:]) == ["a", "c"]
+    assert md.scored("test", [1, 2, 3], ["a", "b", "c"], score, 1, journal) == out and sorted(seen) == [1, 3]
