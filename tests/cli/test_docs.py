@@ -365,3 +365,19 @@ def test_the_site_lists_every_page():
                if b.lang == "bash" and "python -m harness fault=shared_policy" in b.text]
     assert len(install) == 2 and install[0] == install[1]            # the site's home page installs as the README
     assert any(line.startswith("mkdocs") for line in (ROOT / "docs" / "requirements.txt").read_text().splitlines())
+
+
+def test_the_diagnose_speed_quoted_is_the_recorded_one():
+    """docs/benchmarks.md's diagnose speed table is benchmarks/results/diagnose_speed.json's figures."""
+    import json
+
+    recorded = json.loads((ROOT / "benchmarks" / "results" / "diagnose_speed.json").read_text())
+    text = (ROOT / "docs" / "benchmarks.md").read_text()
+    table = text.split("<!-- diagnose speed: from benchmarks/results/diagnose_speed.json -->")[1].split("\n\n")[0]
+    cells = [line.strip("|").split("|")[1].strip() for line in table.strip().splitlines()[2:]]
+    cold = recorded["cold_start_s"]
+    assert cells == [f"{recorded['cold_start_median_s']:.2f}", f"{max(cold.values()):.2f}",
+                     f"{recorded['import_s']:.2f}", f"{recorded['batch_per_log_s']:.2f}"]
+    assert f"batch of {recorded['batch_logs']}" in table
+    slowest = max(cold, key=cold.get).split("_")[0].split("/")[0]          # the dialect the row names
+    assert slowest.lower() in table.lower(), (slowest, table)
