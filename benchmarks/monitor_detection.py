@@ -352,8 +352,9 @@ def scored(name: str, items: list[Any], keys: list[str], score: Any, jobs: int, 
     from joblib import Parallel, delayed
 
     done: dict[str, Any] = {}
-    if journal is not None and journal.exists():
-        for line in journal.read_text().splitlines():
+    kept = journal.read_text() if journal is not None and journal.exists() else ""
+    if kept:
+        for line in kept.splitlines():
             try:
                 entry = json.loads(line)
             except ValueError:          # a line cut short when the process was stopped
@@ -363,7 +364,7 @@ def scored(name: str, items: list[Any], keys: list[str], score: Any, jobs: int, 
     todo = [(k, item) for k, item in zip(keys, items) if k not in done]
     start = time.perf_counter()
     sink = journal.open("a") if journal is not None else None
-    if sink is not None and journal.stat().st_size and not journal.read_bytes().endswith(b"\n"):
+    if sink is not None and kept and not kept.endswith("\n"):
         sink.write("\n")               # after a line cut short: start a line of its own
     try:
         results = Parallel(n_jobs=jobs, return_as="generator")(delayed(score)(item) for _, item in todo)

@@ -29,11 +29,10 @@ import pandas as pd
 from faults import FAULTS
 from faults.base import Fault
 from harness import TRAINING_VERSION
-from harness.agents.base import backends_of, trainer_for
+from harness.agents.base import backends_of, expresses, trainer_for
 from harness.analysis import dataset, signatures
 from harness.analysis.runs import RunSet
 from harness.analysis.signatures import SIGNATURES
-from harness.config import ConfigError
 from harness.config.schemas import backend_config
 from harness.detection.base import Detector
 from harness.detection.scoring import evaluate, load_dataset, setup_of
@@ -278,16 +277,9 @@ def registry_rules(cls: type) -> list[str]:
 
 def expressible_on(cls: type) -> list[tuple[str, str]]:
     """The (algorithm, backend) pairs whose trainer runs this fault in its default form."""
-
-    out = []
-    for algo in cls.algos:
-        for backend in backends_of(cls):
-            try:
-                trainer_for(backend_config(backend), algo).check_expressible(cls())
-            except ConfigError:
-                continue
-            out.append((algo, backend))
-    return out
+    configs = {name: backend_config(name) for name in backends_of(cls)}
+    return [(algo, name) for algo in cls.algos for name, backend in configs.items()
+            if algo in backend.trainers and expresses(trainer_for(backend, algo), cls())]
 
 
 def check_fault(fault: str | type, results_dir: str | Path | None = None, backends: list[str] | None = None,

@@ -153,13 +153,14 @@ def backends_of(cls: type) -> tuple[str, ...]:
             if algo not in backend.trainers:
                 continue
             trainer = trainer_for(backend, algo)
-            if any(_expresses(trainer, fault) for fault in forms_of(cls)):
+            if any(expresses(trainer, fault) for fault in forms_of(cls)):
                 out.append(name)
                 break
     return tuple(out)
 
 
-def _expresses(trainer: Trainer, fault: Any) -> bool:
+def expresses(trainer: Trainer, fault: Any) -> bool:
+    """Whether ``trainer`` runs ``fault`` (its ``check_expressible`` raises no ConfigError)."""
     try:
         trainer.check_expressible(fault)
     except ConfigError:

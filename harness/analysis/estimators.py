@@ -15,7 +15,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import FunctionTransformer, StandardScaler
 
-from harness.analysis.linear import LinearModel, signed_log
+from harness.analysis.linear import LinearModel, clipped, outside, signed_log
 
 
 class TrainingRange(TransformerMixin, BaseEstimator):
@@ -39,13 +39,11 @@ class TrainingRange(TransformerMixin, BaseEstimator):
         return self
 
     def transform(self, X: np.ndarray) -> np.ndarray:
-        X = np.asarray(X, dtype=float)
-        return np.where(np.isnan(X), np.nan, np.clip(X, self.low_, self.high_))
+        return clipped(X, self.low_, self.high_)
 
     def outside(self, X: np.ndarray) -> np.ndarray:
         """Boolean [rows, features]: where a value lies outside the training range."""
-        X = np.asarray(X, dtype=float)
-        return ~np.isnan(X) & ((X < self.low_) | (X > self.high_))
+        return outside(X, self.low_, self.high_)
 
 
 def build(kind: str, seed: int = 0) -> Any:

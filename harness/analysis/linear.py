@@ -19,6 +19,18 @@ def signed_log(X: np.ndarray) -> np.ndarray:
     return np.sign(X) * np.log1p(np.abs(X))
 
 
+def clipped(X: np.ndarray, low: np.ndarray, high: np.ndarray) -> np.ndarray:
+    """Each feature clipped to the training range; missing values stay missing."""
+    X = np.asarray(X, dtype=float)
+    return np.where(np.isnan(X), np.nan, np.clip(X, low, high))
+
+
+def outside(X: np.ndarray, low: np.ndarray, high: np.ndarray) -> np.ndarray:
+    """Boolean [rows, features]: where a value lies outside the training range."""
+    X = np.asarray(X, dtype=float)
+    return ~np.isnan(X) & ((X < low) | (X > high))
+
+
 @dataclass
 class LinearModel:
     """The logistic pipeline's fitted state: the training range (``low_`` / ``high_`` per feature), the
@@ -50,14 +62,12 @@ class LinearModel:
 
     def outside(self, X: np.ndarray) -> np.ndarray:
         """Boolean [rows, features]: where a value lies outside the training range."""
-        X = np.asarray(X, dtype=float)
-        return ~np.isnan(X) & ((X < self.low_) | (X > self.high_))
+        return outside(X, self.low_, self.high_)
 
     def transform(self, X: np.ndarray) -> np.ndarray:
         """The standardised inputs of the regression, as the pipeline computes them."""
-        X = np.asarray(X, dtype=float)
+        X = clipped(X, self.low_, self.high_)
         missing = np.isnan(X)
-        X = np.where(missing, np.nan, np.clip(X, self.low_, self.high_))
         X = np.where(missing, self.fill, X)
         X = np.hstack([X, missing[:, self.indicated].astype(float)])
         X = signed_log(X)

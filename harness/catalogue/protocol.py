@@ -100,7 +100,7 @@ def extra_training_runs(rs: RunSet) -> list[str]:
     stay out, so `evaluate detector=learned` scores them out of sample, and so do TRL-backend runs
     (their TRL logs are a test set: benchmarks/realworld/trl_backend_logs.py)."""
     runs = rs.runs
-    trains = runs["backend"].map(trains_the_model).astype(bool)
+    trains = runs["backend"].map({b: trains_the_model(b) for b in runs["backend"].unique()}).astype(bool)
     return runs.loc[(runs["origin"] == "catalogue") & trains
                     & (runs["seed"].map(split_of) == "calibration"), "run_id"].tolist()
 

@@ -34,6 +34,7 @@ import json
 import math
 import os
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
@@ -92,8 +93,7 @@ def rldoctor(path: Path, dialect: str) -> Verdict:
             result = diagnose(run)
     except Exception as exc:  # the tool's own refusal, in its words
         return Verdict("rldoctor", False, f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}")
-    raw = [f.to_dict() if hasattr(f, "to_dict") else {"detector": f.detector, "severity": str(f.severity)}
-           for f in result.findings]
+    raw = _rldoctor_raw(result.findings)
     alarming = [f for f in result.problems if f.severity >= Severity.WARNING]
     first = None
     if alarming:
@@ -108,6 +108,11 @@ def rldoctor(path: Path, dialect: str) -> Verdict:
                     break
     return Verdict("rldoctor", True, alarm=bool(alarming), first_step=first,
                    causes=tuple(dict.fromkeys(f.detector for f in alarming)), raw=raw)
+
+
+def _rldoctor_raw(findings: Any) -> list[dict[str, Any]]:
+    return [f.to_dict() if hasattr(f, "to_dict") else {"detector": f.detector, "severity": str(f.severity)}
+            for f in findings]
 
 
 # ---- runmedic ------------------------------------------------------------------------------------
@@ -156,11 +161,16 @@ def rlprobe(path: Path, dialect: str) -> Verdict:
             callback.on_log(args, SimpleNamespace(global_step=int(row["step"])), control, logs=logs)
         callback.on_train_end(args, SimpleNamespace(global_step=int(rows[-1]["step"]) if rows else 0), control)
         findings = diagnose(Path(tmp) / "run")
+    return _rlprobe_verdict(findings)
+
+
+def _rlprobe_verdict(findings: Any, live: Sequence[float] = ()) -> Verdict:
+    """rlprobe's findings (and the steps its live callback reported one at) as a verdict."""
     raw = [f.model_dump() if hasattr(f, "model_dump") else dict(f) for f in findings]
     alarming = [f for f in findings if f.severity in ("warn", "critical")]
     alarming.sort(key=lambda f: f.severity != "critical")
-    steps = [f.first_step for f in alarming if f.first_step is not None]
-    return Verdict("rlprobe", True, alarm=bool(alarming), first_step=float(min(steps)) if steps else None,
+    steps = [*live, *(float(f.first_step) for f in alarming if f.first_step is not None)]
+    return Verdict("rlprobe", True, alarm=bool(alarming or live), first_step=min(steps) if steps else None,
                    causes=tuple(dict.fromkeys(f.signature_id for f in alarming)), raw=raw)
 
 
@@ -226,8 +236,7 @@ def live_callback(tool: str, workdir: str | None = None) -> Any:
                 final = monitor.check() if len(monitor.records) >= 8 else []
             latest = monitor.latest
             problems = [f for f in (latest.problems if latest else []) if f.severity >= Severity.WARNING]
-            raw = [f.to_dict() if hasattr(f, "to_dict") else {"detector": f.detector, "severity": str(f.severity)}
-                   for f in (latest.findings if latest else [])]
+            raw = _rldoctor_raw(latest.findings if latest else [])
             if final and not first:            # alarming only at the end of training
                 first.append(float(monitor.records[-1].get("step", len(monitor.records))))
             return Verdict("rldoctor", True, alarm=bool(problems or first), first_step=first[0] if first else None,
@@ -243,13 +252,7 @@ def live_callback(tool: str, workdir: str | None = None) -> Any:
         def verdict() -> Verdict:
             with _quiet():
                 findings = diagnose(run_dir) if run_dir.exists() else []
-            raw = [f.model_dump() if hasattr(f, "model_dump") else dict(f) for f in findings]
-            alarming = sorted((f for f in findings if f.severity in ("warn", "critical")),
-                              key=lambda f: f.severity != "critical")
-            steps = [float(f.first_step) for f in alarming if f.first_step is not None]
-            return Verdict("rlprobe", True, alarm=bool(alarming or first),
-                           first_step=min([*first, *steps]) if (first or steps) else None,
-                           causes=tuple(dict.fromkeys(f.signature_id for f in alarming)), raw=raw)
+            return _rlprobe_verdict(findings, first)
 
     def harness_files() -> dict[str, bytes]:
         found = verdict()

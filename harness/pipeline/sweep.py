@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from faults import FAULTS
-from harness.agents.base import Trainer, trainer_for
+from harness.agents.base import expresses, trainer_for
 from harness.catalogue.progress import clock
 from harness.config import ConfigError, backend_config
 from harness.pipeline.assemble import load_experiment, with_onset
@@ -117,7 +117,7 @@ def plan(setups: Sequence[Setup], controls: Sequence[Setup], faults: Sequence[st
         algo = algo_name(setup)
         for name in names:
             cls = FAULTS[name]
-            if algo in cls.algos and _expressible(cls, trainer_for(backend_config(setup.backend), algo)):
+            if algo in cls.algos and expresses(trainer_for(backend_config(setup.backend), algo), cls()):
                 cases.append((setup, name, ()))
                 setting = tuple(f"algo.{k}={override_value(v)}" for k, v in sorted(cls().setting(algo).items()))
                 if setting and (setup, "none", setting) not in cases:
@@ -139,15 +139,6 @@ def plan(setups: Sequence[Setup], controls: Sequence[Setup], faults: Sequence[st
                 jobs.append([*setup.overrides(), f"fault={fault}", *setting, *at, f"seed={seed}", "twin=false",
                              "progress=false", *extra])
     return jobs
-
-
-def _expressible(cls: type, trainer: Trainer) -> bool:
-    """Whether the fault in its default form runs on this trainer's backend (e.g. a form SB3 or TRL cannot take)."""
-    try:
-        trainer.check_expressible(cls())
-    except ConfigError:
-        return False
-    return True
 
 
 def plan_runs(settings: dict[str, Any], arguments: Sequence[str],
