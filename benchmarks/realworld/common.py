@@ -23,7 +23,7 @@ from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
-from benchmarks.realworld.evaluate import FAULTS
+from benchmarks.realworld.labels import FAULTS
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_OUT = REPO / "results" / "realworld"     # git-ignored (/results/*)
@@ -36,7 +36,7 @@ def opaque_name(*parts: Any) -> str:
 
 
 # Variants only cleanrl_runs.py has (code edits with no SB3/TRL twin), with the harness's fault names.
-# The one table is evaluate.py's FAULTS; these extend it until they move there (fault_of reads both).
+# The one table is labels.py's FAULTS; these extend it until they move there (fault_of reads both).
 MORE_FAULTS: dict[str, str] = {
     "zero_grad_missing": "no_zero_grad",
     "adv_neg": "adv_sign_flip",
@@ -45,10 +45,10 @@ MORE_FAULTS: dict[str, str] = {
 
 
 def fault_of(variant: str) -> str:
-    """The harness's name for a variant (evaluate.py's FAULTS, extended by MORE_FAULTS)."""
+    """The harness's name for a variant (labels.py's FAULTS, extended by MORE_FAULTS)."""
     names = {**MORE_FAULTS, **FAULTS}
     if variant not in names:
-        raise KeyError(f"variant {variant!r} has no entry in benchmarks/realworld/evaluate.py FAULTS nor "
+        raise KeyError(f"variant {variant!r} has no entry in benchmarks/realworld/labels.py FAULTS nor "
                        f"common.py MORE_FAULTS; valid: {', '.join(names)}")
     return names[variant]
 

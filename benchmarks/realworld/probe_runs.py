@@ -104,7 +104,7 @@ TRL_SETTINGS: dict[str, dict[str, Any]] = {
     "reward functions weighted 5x (reward_weights [5, 5]), learning rate 1e-4": {"learning_rate": 1e-4,
                                                                                  "reward_weights": [5.0, 5.0]},
     # TRL's defaults (learning_rate 1e-6) but for two iterations per generation: the ratio moves by ~1e-6, so
-    # every clip ratio is exactly 0, as with shared old/new log-probs (evaluate.py's LOG_LIMITS says so)
+    # every clip ratio is exactly 0, as with shared old/new log-probs (labels.py's LOG_LIMITS says so)
     "TRL's defaults (learning_rate 1e-6) with num_iterations 2": {"num_iterations": 2},
     # the log's cadence, not the optimisation: "logging_steps" goes to the job (trl_runs.train's output settings)
     "logged every 10 steps (TRL's default logging_steps), learning rate 1e-4": {"learning_rate": 1e-4,

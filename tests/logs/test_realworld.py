@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from benchmarks.realworld import cleanrl_runs, evaluate, sb3_runs
+from benchmarks.realworld import cleanrl_runs, evaluate, running, sb3_runs
 from benchmarks.realworld.common import MORE_FAULTS, fault_of, run_jobs
 
 TINY = {"n_steps": 64, "batch_size": 32, "n_epochs": 3}   # 3 rollouts of 64 steps: 2 logged updates
@@ -168,9 +168,9 @@ def test_an_evaluation_cut_short_resumes_from_its_cache(tmp_path: Path, monkeypa
     catalogue diagnoses only the logs the cache lacks; a torn last line is answered again; another
     catalogue's answers are not reused."""
     calls: list[str] = []
-    monkeypatch.setattr(evaluate, "diagnose", lambda path, catalogue: calls.append(path.name) or {"answer": path.name})
-    monkeypatch.setattr(evaluate, "baselines", lambda path: {"profile": "sb3"})
-    monkeypatch.setattr(evaluate.subprocess, "run", lambda *a, **k: type("P", (), {"returncode": 0, "stdout": "abc123"})())
+    monkeypatch.setattr(running, "diagnose", lambda path, catalogue: calls.append(path.name) or {"answer": path.name})
+    monkeypatch.setattr(running, "baselines", lambda path: {"profile": "sb3"})
+    monkeypatch.setattr(running.subprocess, "run", lambda *a, **k: type("P", (), {"returncode": 0, "stdout": "abc123"})())
     todo = [{"path": tmp_path / f"log{i}", "kind": "progress.csv"} for i in range(3)]
     cache = tmp_path / "answers.jsonl"
     first = evaluate.run_all(todo[:2], "cat", 1, cache=cache)
@@ -528,11 +528,12 @@ def test_tasks_read_every_framework(tmp_path: Path) -> None:
 
 
 def test_evaluate_imports_no_harness_at_module_level() -> None:
-    """common.py, which the generators import, takes FAULTS from evaluate.py: neither may pull in the harness."""
+    """common.py, which the generators import, takes FAULTS from labels.py: none of the evaluation's modules may pull
+    in the harness at import."""
     import subprocess
     import sys
 
-    code = ("import sys, benchmarks.realworld.common; "
+    code = ("import sys, benchmarks.realworld.common, benchmarks.realworld.evaluate; "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('harness', 'faults')))")
     out = subprocess.run([sys.executable, "-c", code], cwd=evaluate.REPO, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
