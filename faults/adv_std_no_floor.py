@@ -70,7 +70,7 @@ class AdvStdNoFloor(Fault):
         return replace(hp, adv_eps=0.0) if self.variant == "zero_std" else hp
 
     def group_advantages(self, rewards: torch.Tensor, group_size: int, healthy: torch.Tensor) -> torch.Tensor:
-        from harness.agents.grpo_math import loo_advantages
+        from harness.advantages import loo_advantages
         if self.variant == "zero_std":
             return healthy
         return loo_advantages(rewards, group_size, floor=0.0)       # the guard before PR 4161: std > 0

@@ -58,7 +58,7 @@ class GroupMisalignment(Fault):
     def group_advantages(self, rewards: torch.Tensor, group_size: int, healthy: torch.Tensor) -> torch.Tensor:
         import torch
 
-        from harness.agents.grpo_math import group_advantages
+        from harness.advantages import group_advantages
         if self.variant == "misassigned":
             return healthy
         order = self.generation_major(rewards.numel(), group_size)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from harness.agents.grpo_math import group_advantages
+from harness.advantages import group_advantages
 from harness.analysis import signatures
 from harness.config import ConfigError
 from harness.store import RunStore

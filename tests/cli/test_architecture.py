@@ -5,7 +5,7 @@ an ``if __name__ == "__main__":`` block or an ``if TYPE_CHECKING:`` block is not
 library makes), and the graph must be free of cycles, and must go downwards only:
 
     commands -> pipeline -> agents / envs / faults / logs / analysis / detection / catalogue
-             -> config / hooks / metrics / store / markdown
+             -> config / hooks / metrics / store / markdown / advantages
 
 Imports sit at the top of their module except where a module is imported on every start of a
 host program that should not pay for it (Hydra imports every plugin module at start-up; pytest
@@ -27,7 +27,7 @@ PACKAGES = ("harness", "faults", "hydra_plugins")
 #: layer of a module, by the longest matching prefix (higher imports lower, never the reverse)
 LAYERS: dict[str, int] = {
     "harness": 0, "harness.config": 0, "harness.hooks": 0, "harness.metrics": 0, "harness.store": 0,
-    "harness.markdown": 0,
+    "harness.markdown": 0, "harness.advantages": 0,
     "harness.agents": 1, "harness.envs": 1, "faults": 1, "harness.logs": 1, "harness.analysis": 1,
     "harness.detection": 1, "harness.catalogue": 1, "harness.monitor": 1,
     "harness.pipeline": 2, "harness.testing": 2, "harness.pytest_plugin": 2, "hydra_plugins": 2,
@@ -35,7 +35,7 @@ LAYERS: dict[str, int] = {
     # ``python -m harness.X`` shims: entry points (their command is imported under __main__ only)
     "harness.diagnose": 3, "harness.evaluate": 3, "harness.export": 3, "harness.watch": 3,
 }
-LAYER_NAMES = {0: "leaves (config / hooks / metrics / store)", 1: "library (agents, envs, faults, logs, analysis, "
+LAYER_NAMES = {0: "leaves (config / hooks / metrics / store / advantages)", 1: "library (agents, envs, faults, logs, analysis, "
                "detection, catalogue, monitor)", 2: "pipeline", 3: "commands"}
 
 #: modules allowed to import project modules inside functions, and why

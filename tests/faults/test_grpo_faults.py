@@ -326,7 +326,7 @@ def test_group_size_one_runs_as_verl_runs_rollout_n_1(store_dir):
 
 
 def test_adv_std_no_floor_residue_gives_finite_huge_advantages(store_dir):
-    from harness.agents.grpo_math import loo_advantages
+    from harness.advantages import loo_advantages
 
     # the default rewards: 0.3 (format only) and 0.95 (right) are not dyadic fractions; a 7-vs-1 split
     fmt_only, right = np.float32(0.3), np.float32(0.3) + np.float32(0.65)
