@@ -1,7 +1,9 @@
-"""What a detector may see of a run's configuration: each schema's documented whitelist."""
+"""What a detector may see of a run: each schema's documented whitelist of its configuration, and an
+opaque handle instead of its run id (which names the fault)."""
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 from harness.config.schemas import ALGO_SCHEMAS
@@ -19,3 +21,8 @@ def visible_config(algo: str, configured: dict[str, Any]) -> dict[str, Any]:
     schema = ALGO_SCHEMAS.get(algo)
     keys = schema.VISIBLE if schema is not None else ()
     return {k: configured[k] for k in keys if k in configured}
+
+
+def opaque_id(run_id: str) -> str:
+    """A stable handle for a stored run that carries none of its labels."""
+    return "run-" + hashlib.sha256(f"rl-fault-harness/opaque/{run_id}".encode()).hexdigest()[:16]

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import hashlib
 import math
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from harness.config import CONF_DIR, ConfigError, locate, visible_config
+from harness.config import CONF_DIR, ConfigError, locate, opaque_id, visible_config
 
 
 @dataclass(frozen=True)
@@ -53,11 +52,6 @@ class RunInfo:
         epochs = self.configured.get("n_epochs", self.configured.get("num_iterations"))
         minibatches = self.configured.get("n_minibatches")
         return int(epochs * minibatches) if epochs and minibatches else None
-
-
-def opaque_id(run_id: str) -> str:
-    """A stable handle for a stored run that carries none of its labels."""
-    return "run-" + hashlib.sha256(f"rl-fault-harness/opaque/{run_id}".encode()).hexdigest()[:16]
 
 
 def finite(x: float | None) -> bool:

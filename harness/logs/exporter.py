@@ -1,7 +1,7 @@
 """Export stored runs as a framework would have logged them, with the labels kept beside the logs.
 
 ``out/<opaque id>/...``: the log (names, signs, scales, cadence of the profile's framework); the
-directory name is :func:`harness.detection.base.opaque_id` of the run id, and nothing in the log or
+directory name is :func:`harness.config.opaque_id` of the run id, and nothing in the log or
 its config context names the fault, the onset, the control flag or the variant.
 ``out/labels.json``: opaque id -> run_id, fault, fault parameters and form, onset, seed, setup,
 status, is_control, ... so an exported dataset can still be scored.
@@ -18,8 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from harness.config import ConfigError, algo_label, setup_label
-from harness.detection.base import opaque_id
+from harness.config import ConfigError, algo_label, opaque_id, setup_label
 from harness.logs.profiles import load_profile, names
 from harness.logs.views import StoredRun, render
 from harness.logs.writers import FORMATS, write
