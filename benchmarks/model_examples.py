@@ -13,6 +13,7 @@ import pandas as pd
 from harness.analysis.examples import fault_settings, training_examples
 from harness.analysis.runs import RunSet
 from harness.catalogue.protocol import extra_training_runs
+from harness.detection.stream import baseline_verdicts
 from harness.store import RunStore
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -67,7 +68,7 @@ def load_examples(results: str | Path, jobs: int) -> pd.DataFrame:
     extra = extra_training_runs(rs)
     start = time.perf_counter()
     examples = training_examples(root, diverse, extra, root / "catalogue" / "model" / "examples.parquet",
-                                 n_jobs=jobs, progress=print)
+                                 n_jobs=jobs, progress=print, verdicts=baseline_verdicts)
     print(f"examples: {len(examples)} from {len(diverse)} diverse + {len(extra)} catalogue runs "
           f"in {time.perf_counter() - start:.0f} s")
     return examples

@@ -13,7 +13,8 @@ lengths.
 - Each example also records the exact evidence observed in it (``ev:<item>``: 1, 0 or NaN,
   :mod:`harness.analysis.evidence`), whose rates per class the model measures, and what the rule
   baselines (``folk``, ``config_aware``, ``ptt``) streamed over the same log said (``baseline.<name>.*``), so
-  every score stands beside them.
+  every score stands beside them. Those verdicts come from the caller (``verdicts``:
+  :func:`harness.detection.stream.baseline_verdicts`), as detection is built on analysis.
 
 No column identifies the fault to the model: the features of a stored run are those of its exported log.
 """
@@ -36,7 +37,6 @@ from harness.analysis.features import FEATURE_VERSION, features
 from harness.analysis.labels import HEALTHY
 from harness.analysis.learning import learning
 from harness.config import ALGO_SCHEMAS, ConfigError, visible_config
-from harness.detection.stream import baseline_verdicts
 from harness.hooks import HOOK_SITES, overridden
 from harness.logs import load_profile, to_canonical
 from harness.logs.canonical import setting_name
@@ -45,6 +45,10 @@ from harness.metrics import CANONICAL
 from harness.store import atomic_write_parquet
 
 PREFIXES = (0.3, 0.6, 1.0)
+#: the rule baselines' verdicts on a log (frame, algo, configuration) at each of several row counts, by
+#: baseline name, each with ``.first`` (the first alarm's step or None) and ``.fault``:
+#: :func:`harness.detection.stream.baseline_verdicts`
+Verdicts = Callable[[pd.DataFrame, str, Mapping[str, Any], tuple[int, ...]], Mapping[str, Mapping[int, Any]]]
 #: views a model is fitted for, per algorithm (a view's profile must apply to the algorithm)
 VIEWS = {"ppo": ("canonical", "sb3", "cleanrl", "verl"), "grpo": ("canonical", "trl", "verl"),
          "ppo_lm": ("canonical", "trl_ppo", "verl")}
@@ -114,9 +118,9 @@ def run_label(run: StoredRun) -> tuple[str, dict[str, Any]]:
 
 
 def run_examples(root: str | Path, run_id: str, views: Sequence[str] | None = None,
-                 prefixes: Sequence[float] = PREFIXES) -> list[dict[str, Any]]:
+                 prefixes: Sequence[float] = PREFIXES, *, verdicts: Verdicts) -> list[dict[str, Any]]:
     """The examples of one stored run: one per applicable view and prefix (features, evidence,
-    labels)."""
+    labels, the rule baselines' ``verdicts``)."""
     run = StoredRun.load(root, run_id)
     meta = run.meta
     algo = meta["algo"]
@@ -137,7 +141,7 @@ def run_examples(root: str | Path, run_id: str, views: Sequence[str] | None = No
         if plain.empty:
             continue
         cuts = {prefix: max(1, int(round(len(plain) * prefix))) for prefix in prefixes}
-        verdicts = baseline_verdicts(with_config, algo, fw_config, tuple(cuts.values()))
+        said = verdicts(with_config, algo, fw_config, tuple(cuts.values()))
         for prefix in prefixes:
             rows = cuts[prefix]
             upto = n_updates * rows / max(len(plain), 1)          # updates covered by the prefix
@@ -154,7 +158,7 @@ def run_examples(root: str | Path, run_id: str, views: Sequence[str] | None = No
                         **{f"space.{k}": v for k, v in (sampled.get("algo") or configured).items()
                            if isinstance(v, (int, float, bool))},
                         **{f"{EVIDENCE_PREFIX}{k}": (np.nan if v is None else float(v)) for k, v in observed.items()},
-                        **{f"baseline.{name}.{what}": value for name, per in verdicts.items()
+                        **{f"baseline.{name}.{what}": value for name, per in said.items()
                            for what, value in (("alarmed", float(per[rows].first is not None)),
                                                ("fault", per[rows].fault or ""))},
                         **features(cut, CANONICAL, algo, config, space, view)})
@@ -162,7 +166,8 @@ def run_examples(root: str | Path, run_id: str, views: Sequence[str] | None = No
 
 
 def build_examples(root: str | Path, run_ids: Sequence[str], n_jobs: int = -1,
-                   cache: Path | None = None, progress: Callable[[str], None] | None = None) -> pd.DataFrame:
+                   cache: Path | None = None, progress: Callable[[str], None] | None = None, *,
+                   verdicts: Verdicts) -> pd.DataFrame:
     """Examples of every run (in parallel; cached by run id when ``cache`` is a parquet path)."""
     cached = pd.DataFrame()
     if cache is not None and cache.exists():
@@ -174,7 +179,7 @@ def build_examples(root: str | Path, run_ids: Sequence[str], n_jobs: int = -1,
     todo = sorted(set(run_ids) - set(cached.get("run_id", [])))
     if progress:
         progress(f"features: {len(run_ids) - len(todo)} runs cached, {len(todo)} to render in every view")
-    rows = Parallel(n_jobs=n_jobs)(delayed(run_examples)(str(root), rid) for rid in todo)
+    rows = Parallel(n_jobs=n_jobs)(delayed(run_examples)(str(root), rid, verdicts=verdicts) for rid in todo)
     fresh = pd.DataFrame([r for batch in rows for r in batch])
     if len(fresh):
         fresh["feature_version"] = EXAMPLES_VERSION
@@ -185,10 +190,12 @@ def build_examples(root: str | Path, run_ids: Sequence[str], n_jobs: int = -1,
 
 
 def training_examples(root: Path, run_ids: Sequence[str], extra_ids: Sequence[str], cache: Path | None,
-                      n_jobs: int = -1, progress: Callable[[str], None] | None = None) -> pd.DataFrame:
+                      n_jobs: int = -1, progress: Callable[[str], None] | None = None, *,
+                      verdicts: Verdicts) -> pd.DataFrame:
     """Examples of the diverse runs (``testable``: they may be scored) and of extra training runs."""
     extra = sorted(set(extra_ids) - set(run_ids))
-    examples = build_examples(root, [*run_ids, *extra], n_jobs=n_jobs, cache=cache, progress=progress)
+    examples = build_examples(root, [*run_ids, *extra], n_jobs=n_jobs, cache=cache, progress=progress,
+                              verdicts=verdicts)
     examples["testable"] = examples["run_id"].isin(set(run_ids))
     return examples
 

@@ -21,7 +21,7 @@ import pandas as pd
 from joblib import Parallel, delayed
 
 from harness.analysis import scores as sc
-from harness.analysis.examples import VIEWS, evidence_frame, fault_settings, training_examples
+from harness.analysis.examples import VIEWS, Verdicts, evidence_frame, fault_settings, training_examples
 from harness.analysis.features import MIN_ROWS
 from harness.analysis.labels import INERT, UNLABELLED
 from harness.analysis.learning import NOT_LEARNING
@@ -195,13 +195,14 @@ def _ece(model: DiagnosisModel, test: pd.DataFrame) -> float:
 
 def fit_and_evaluate(root: Path, run_ids: Sequence[str], out_path: Path, progress: Callable[[str], None] = print,
                      n_jobs: int = -1, left_out: bool = True, seed: int = 0, kind: str = "logistic",
-                     extra_ids: Sequence[str] = ()) -> pd.DataFrame:
+                     extra_ids: Sequence[str] = (), *, verdicts: Verdicts) -> pd.DataFrame:
     """Build the examples of the diverse runs (``run_ids``) and of extra training runs
-    (``extra_ids``: the catalogue's, one configuration per setup but many seeds per fault), then
-    :func:`evaluate_and_save` them. Returns the protocol scores (a row per algorithm, view, protocol
+    (``extra_ids``: the catalogue's, one configuration per setup but many seeds per fault), with the
+    rule baselines' ``verdicts`` on each, then :func:`evaluate_and_save` them. Returns the protocol scores (a row per algorithm, view, protocol
     and detector)."""
     start = time.perf_counter()
-    examples = training_examples(root, run_ids, extra_ids, out_path.with_name("examples.parquet"), n_jobs, progress)
+    examples = training_examples(root, run_ids, extra_ids, out_path.with_name("examples.parquet"), n_jobs, progress,
+                                 verdicts=verdicts)
     atomic_write_parquet(out_path.with_name("examples.parquet"), examples)   # with `testable`: what a refit reads
     store = RunStore(root)
     ids = sorted(set(run_ids) | set(extra_ids))

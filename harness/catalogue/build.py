@@ -37,6 +37,7 @@ from harness.catalogue.settings import CatalogueSettings
 from harness.catalogue.views import view_manifestation, views_frame
 from harness.config import ConfigError
 from harness.detection.diagnosis import DIRECTIONS_FILE
+from harness.detection.stream import baseline_verdicts
 from harness.store import atomic_write_bytes, atomic_write_json, atomic_write_parquet
 
 
@@ -66,7 +67,7 @@ def fit_model(settings: CatalogueSettings, rs: RunSet, out_dir: Path, written: d
     model_file = out_dir / "model" / "diagnosis.joblib"
     extra = extra_training_runs(rs) if settings.model_catalogue_runs else []
     scores = fit_and_evaluate(settings.results_dir, diverse, model_file, left_out=settings.left_out,
-                              kind=settings.model_kind, extra_ids=extra)
+                              kind=settings.model_kind, extra_ids=extra, verdicts=baseline_verdicts)
     write_scores(out_dir / "model" / "scores.parquet", scores)
     written["model"] = model_file
     return scores

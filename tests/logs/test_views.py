@@ -13,6 +13,7 @@ import pytest
 
 from harness.analysis.examples import _with_engine, framework_config, run_examples, view_frames
 from harness.config import visible_config
+from harness.detection.stream import baseline_verdicts
 from harness.logs import load_log, load_profile
 from harness.logs.exporter import export
 from harness.logs.views import StoredRun
@@ -49,7 +50,7 @@ def test_sb3_examples_with_config_hold_the_optimizer_steps_diagnose_reads(sb3_ru
     np.testing.assert_array_equal(with_config["optimizer_steps"].to_numpy(), real["optimizer_steps"].to_numpy())
     steps = with_config["optimizer_steps"].dropna()
     assert (steps == 2).all()                        # 1 epoch x 2 minibatches, not 4 x 2
-    examples = pd.DataFrame(run_examples(root, rid, views=["sb3"]))
+    examples = pd.DataFrame(run_examples(root, rid, views=["sb3"], verdicts=baseline_verdicts))
     carried = examples[examples["with_config"]]
     assert len(carried) and (carried["rel:steps_logged_over_configured"] == 0.25).all()
     assert examples.loc[~examples["with_config"], "optimizer_steps:median"].isna().all()
@@ -105,7 +106,7 @@ def test_examples_carry_only_the_configuration_a_framework_log_carries(sb3_run, 
     assert "anneal_lr" in configured and "anneal_lr" not in sb3 and "norm_obs" not in sb3
     assert {"lr", "n_epochs", "n_minibatches", "clip_range"} <= set(sb3)
     assert framework_config("canonical", "ppo", configured) == configured
-    examples = pd.DataFrame(run_examples(root, rid, views=["sb3", "cleanrl"]))
+    examples = pd.DataFrame(run_examples(root, rid, views=["sb3", "cleanrl"], verdicts=baseline_verdicts))
     assert examples.loc[examples["with_config"], "cfg:anneal_lr"].isna().all()
 
 
