@@ -2,7 +2,7 @@
 
     python benchmarks/heldout_answers.py answers --examples results/catalogue/model/examples.parquet \\
         --out A.parquet [--code DIR] [--splits 1] [--jobs 2]
-    python benchmarks/heldout_answers.py compare A.parquet B.parquet [--out benchmarks/results/NAME]
+    python benchmarks/heldout_answers.py compare A.parquet B.parquet [--out benchmarks/results/studies/NAME]
         [--per-fault ALGO/VIEW]
 
 ``answers`` fits the diagnosis on the training part of the catalogue's "held-out runs" protocol (30%
@@ -50,7 +50,7 @@ healthy called healthy it is one point on the detection curve, set by the fitted
 threshold lands nearer the operating point trades one for the other. The second wording compared
 both rates with A's, so a candidate whose threshold came out nearer the operating point than A's was
 refused for calling fewer healthy logs healthy even when it ranked and named every view's logs as well
-or better; it was amended in session 40 knowing two verdicts it gave (benchmarks/results/
+or better; it was amended in session 40 knowing two verdicts it gave (benchmarks/results/studies/
 heldout_logistic_c.md and heldout_refit_current_views.md; docs/benchmarks.md says what each reads
 under both). The first wording, uncorrected 95% intervals per view and a point estimate over all
 views, was amended before any refit was judged by it: a candidate equal to the baseline would have

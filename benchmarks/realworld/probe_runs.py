@@ -2,7 +2,7 @@
 
     python benchmarks/realworld/probe_runs.py [--out results/realworld-probe] [--jobs 2]
         [--cleanrl-dir ../cleanrl --python ../cleanrl-venv/bin/python] [--frameworks sb3 cleanrl trl]
-    python benchmarks/realworld/evaluate.py --root results/realworld-probe --out benchmarks/results/realworld_probe
+    python benchmarks/realworld/evaluate.py --root results/realworld-probe --out benchmarks/results/studies/realworld_probe
 
 The test set (sb3_runs.py, cleanrl_runs.py, trl_runs.py) runs each framework at its defaults on a few
 envs. Users run other settings. This generator trains, with the same three generators' ``train``

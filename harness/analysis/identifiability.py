@@ -22,7 +22,7 @@ from harness.analysis.learning import HEALTHY
 INVISIBLE = 0.5      # a fault whose logs are taken for healthy this often leaves no trace in the view
 #                     (0.5, not 0.7: paired on the same held-out runs of the published examples, 0.7 calls
 #                     fewer healthy logs healthy in the SB3 and CleanRL views and lowers top-1 in the TRL and
-#                     verl GRPO views, each beyond its 95% interval: benchmarks/results/heldout_invisible.md)
+#                     verl GRPO views, each beyond its 95% interval: benchmarks/results/studies/heldout_invisible.md)
 LINK = 0.25          # two faults taken for each other this often (a -> b plus b -> a) are one class
 MIN_LOGS = 5         # logs of a fault below which nothing is claimed about it
 

@@ -64,7 +64,7 @@ MIN_CLASS_EXAMPLES = 6     # a label with fewer training examples in a view is n
 KINDS = ("boosting", "extratrees", "logistic")
 LOGISTIC_C = 0.03  # 0.1 names more held-out logs right in every view at an AUROC as high or higher, but on
                    # held-out envs and regions calls fewer healthy logs healthy (SB3 view 85% -> 76%):
-                   # benchmarks/results/heldout_logistic_c.md and heldout_ood_logistic_c.md; docs/benchmarks.md
+                   # benchmarks/results/studies/heldout_logistic_c.md and heldout_ood_logistic_c.md; docs/benchmarks.md
 
 
 def check_kind(kind: str) -> str:
