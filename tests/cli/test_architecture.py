@@ -4,8 +4,12 @@ Every import of a project module is read from the source (top-level and inside f
 an ``if __name__ == "__main__":`` block or an ``if TYPE_CHECKING:`` block is not an import the
 library makes), and the graph must be free of cycles, and must go downwards only:
 
-    commands -> pipeline -> agents / envs / faults / logs / analysis / detection / catalogue
+    commands -> pipeline -> catalogue / monitor
+             -> agents / envs / faults / logs / analysis / detection
              -> config / hooks / metrics / store / markdown / advantages
+
+The packages of the library layer (agents ... detection) do not import each other, except the few
+pairs in :data:`PEER_OK`, each with its reason; no pair is allowed both ways.
 
 Imports sit at the top of their module except where a module is imported on every start of a
 host program that should not pay for it (Hydra imports every plugin module at start-up; pytest
@@ -29,14 +33,29 @@ LAYERS: dict[str, int] = {
     "harness": 0, "harness.config": 0, "harness.hooks": 0, "harness.metrics": 0, "harness.store": 0,
     "harness.markdown": 0, "harness.advantages": 0,
     "harness.agents": 1, "harness.envs": 1, "faults": 1, "harness.logs": 1, "harness.analysis": 1,
-    "harness.detection": 1, "harness.catalogue": 1, "harness.monitor": 1,
-    "harness.pipeline": 2, "harness.testing": 2, "harness.pytest_plugin": 2, "hydra_plugins": 2,
-    "harness.commands": 3,
+    "harness.detection": 1,
+    "harness.catalogue": 2, "harness.monitor": 2,
+    "harness.pipeline": 3, "harness.testing": 3, "harness.pytest_plugin": 3, "hydra_plugins": 3,
+    "harness.commands": 4,
     # ``python -m harness.X`` shims: entry points (their command is imported under __main__ only)
-    "harness.diagnose": 3, "harness.evaluate": 3, "harness.export": 3, "harness.watch": 3,
+    "harness.diagnose": 4, "harness.evaluate": 4, "harness.export": 4, "harness.watch": 4,
 }
-LAYER_NAMES = {0: "leaves (config / hooks / metrics / store / advantages)", 1: "library (agents, envs, faults, logs, analysis, "
-               "detection, catalogue, monitor)", 2: "pipeline", 3: "commands"}
+LIBRARY = 1
+LAYER_NAMES = {0: "leaves (config / hooks / metrics / store / markdown / advantages)",
+               1: "library (agents, envs, faults, logs, analysis, detection)",
+               2: "built on the library (catalogue, monitor)", 3: "pipeline", 4: "commands"}
+
+#: the library packages that may import another library package (importer, imported), and why
+PEER_OK = {
+    ("harness.agents", "harness.envs"): "a trainer makes and steps the envs it trains on",
+    ("harness.analysis", "harness.logs"): "the examples render stored runs in each framework's view of the log",
+    ("harness.analysis", "faults"): "labels, plots and examples look a run's fault up in the registry",
+    ("harness.detection", "harness.analysis"): "the diagnosis applies analysis's signatures, evidence and model",
+    ("harness.detection", "harness.logs"): "the diagnosis loads the log it is given",
+    # faults imports leaves only; its registry is filled by importing it (and by register() from outside),
+    # so no lower layer can hold the names and expected signatures
+    ("harness.detection", "faults"): "the diagnosis reads each fault's algos and expected signatures",
+}
 
 #: modules allowed to import project modules inside functions, and why
 DEFERRED_OK = {
@@ -111,6 +130,22 @@ def layer(module: str) -> int:
     return LAYERS[prefix]
 
 
+def package(module: str) -> str:
+    """The package a module belongs to: ``faults``, ``hydra_plugins`` or ``harness.<first part>``."""
+    parts = module.split(".")
+    return parts[0] if parts[0] != "harness" or len(parts) == 1 else ".".join(parts[:2])
+
+
+def peer_imports() -> dict[tuple[str, str], list[str]]:
+    """(importer, imported) library package -> the module imports between them."""
+    out: dict[tuple[str, str], list[str]] = {}
+    for m, edges in GRAPH.items():
+        for t, _ in edges:
+            if layer(m) == layer(t) == LIBRARY and package(m) != package(t):
+                out.setdefault((package(m), package(t)), []).append(f"{m} -> {t}")
+    return out
+
+
 def _cycles() -> list[list[str]]:
     """Strongly connected components of more than one module (Tarjan)."""
     index: dict[str, int] = {}
@@ -162,6 +197,22 @@ def test_layers_point_downwards():
     assert upward == []
 
 
+def test_library_packages_do_not_import_each_other():
+    """agents, envs, faults, logs, analysis and detection are peers: one imports another only where
+    :data:`PEER_OK` says why (move shared code down to a leaf, or pass it in from above, instead)."""
+    wrong = sorted(f"{edge} (add a reason to PEER_OK only if moving the code down is unreasonable)"
+                   for pair, edges in peer_imports().items() if pair not in PEER_OK for edge in edges)
+    assert wrong == []
+
+
+@pytest.mark.parametrize("pair, why", sorted(PEER_OK.items()))
+def test_peer_imports_are_justified_and_one_way(pair, why):
+    importer, imported = pair
+    assert {layer(importer), layer(imported)} == {LIBRARY} and why
+    assert (imported, importer) not in PEER_OK, f"{importer} and {imported} may not import each other both ways"
+    assert pair in peer_imports(), f"{importer} no longer imports {imported}: drop it from PEER_OK"
+
+
 def test_nothing_outside_commands_imports_them():
     offenders = [f"{m} -> {t}" for m, edges in GRAPH.items() for t, _ in edges
                  if t.startswith("harness.commands") and not m.startswith("harness.commands")]
@@ -196,3 +247,17 @@ def test_diagnose_runs_without_torch_or_scikit_learn():
     assert out.returncode == 0, out.stderr
     assert "sb3_nan" in out.stdout or "nonfinite" in out.stdout or "non-finite" in out.stdout, out.stdout[-800:]
     assert out.stdout.strip().splitlines()[-1] == "[]", out.stdout[-800:]
+
+
+if __name__ == "__main__":     # every import between two packages, and what the rules above say of it
+    for m, edges in sorted(GRAPH.items()):
+        for t, top in sorted(set(edges)):
+            if package(m) == package(t):
+                continue
+            if layer(t) > layer(m):
+                verdict = "UPWARD"
+            elif layer(t) == layer(m) == LIBRARY:
+                verdict = "peer, allowed" if (package(m), package(t)) in PEER_OK else "PEER"
+            else:
+                verdict = "down"
+            print(f"{verdict:14} {m} -> {t}{'' if top else ' (deferred)'}")
