@@ -8,7 +8,7 @@ holds. Sentences are counted on prose alone: fenced code, tables, headings, HTML
 stripped; inline code counts as one word; a link counts as its text; each list item is a sentence (or
 several), split at . ! ? before a space or the end (abbreviations such as e.g. do not end one). Exit code
 1 when a page's mean is above ``--max-words`` or it holds a date, a commit hash or an issue number
-(tests/cli/test_docs_style.py runs it).
+(tests/cli/test_docs_style.py runs it); 2, with one line naming them, when a page given does not exist.
 """
 
 from __future__ import annotations
@@ -123,12 +123,16 @@ def own_commits(words: set[str]) -> set[str]:
     return {w for w, line in zip(sorted(words), out.stdout.splitlines()) if not line.endswith("missing")}
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("pages", nargs="*", type=Path)
     parser.add_argument("--max-words", type=float, default=MAX_WORDS)
     parser.add_argument("--longest", action="store_true", help="print each page's five longest sentences")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    missing = [str(p) for p in args.pages if not p.is_file()]
+    if missing:                      # one line, before any page is measured (exit 2: not a style verdict)
+        print(f"error: no such page: {', '.join(missing)}", file=sys.stderr)
+        sys.exit(2)
     pages = [p.resolve() for p in args.pages] or product_pages()
     bad = False
     for path in pages:

@@ -36,3 +36,24 @@ def test_the_measure_counts_what_a_reader_reads(tmp_path):
                     "are citations.\n")
     assert set(docs_style.measure(page).history) >= {"2026-11-28", "issue 24"}
     assert not {"#342", "issue 3961"} & set(docs_style.measure(page).history)
+
+
+def test_a_mermaid_block_is_code_not_prose(tmp_path):
+    """A diagram (```mermaid, rendered by mkdocs-material) is fenced code: its labels are neither
+    sentences nor history, however long or dated they are."""
+    page = tmp_path / "page.md"
+    page.write_text("One two three four.\n\n```mermaid\nflowchart TB\n"
+                    '  a["a label of many words that would make a very long sentence if it were prose at all"]\n'
+                    '  a --> b["measured on 2026-11-28, as issue 24 asks"]\n```\n\nFive six seven eight.\n')
+    style = docs_style.measure(page)
+    assert style.sentences == 2 and style.mean_words == 4 and style.history == []
+
+
+def test_a_missing_page_is_one_line_not_a_traceback(tmp_path, capsys):
+    missing = tmp_path / "no-such-page.md"
+    (tmp_path / "page.md").write_text("One two three.\n")
+    with pytest.raises(SystemExit) as exit_:
+        docs_style.main([str(tmp_path / "page.md"), str(missing)])
+    assert exit_.value.code == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err == f"error: no such page: {missing}\n"
