@@ -344,13 +344,23 @@ if __name__ == "__main__":
         print(f"rewrote {where}")
 
 
+def site_config() -> dict:
+    """mkdocs.yml as mkdocs reads it, but a ``!!python/name:`` tag (a custom fence's formatter) stays its
+    dotted name instead of being imported."""
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    Loader.add_multi_constructor("tag:yaml.org,2002:python/name:", lambda loader, suffix, node: suffix)
+    return yaml.load((ROOT / "mkdocs.yml").read_text(), Loader=Loader)
+
+
 def test_the_site_lists_every_page():
     """README.md: the same pages build as a site (``mkdocs serve``): mkdocs.yml reads docs/, its navigation
     holds every page once, the site's requirements are the file the README names, and its home page shows the
     README's install command."""
-    import yaml
-
-    site = yaml.safe_load((ROOT / "mkdocs.yml").read_text())
+    site = site_config()
     assert site["docs_dir"] == "docs" and site.get("strict") is True
     def pages(entries):           # a section's value is a list of entries
         for entry in entries:
@@ -365,6 +375,18 @@ def test_the_site_lists_every_page():
                if b.lang == "bash" and "python -m harness fault=shared_policy" in b.text]
     assert len(install) == 2 and install[0] == install[1]            # the site's home page installs as the README
     assert any(line.startswith("mkdocs") for line in (ROOT / "docs" / "requirements.txt").read_text().splitlines())
+
+
+def test_a_mermaid_block_is_drawn_on_the_site():
+    """A page's ```mermaid block is drawn as a diagram: mkdocs.yml gives superfences a mermaid custom fence
+    (mkdocs-material then loads Mermaid), and the architecture page has its three pictures."""
+    extensions = site_config()["markdown_extensions"]
+    fences = next(e["pymdownx.superfences"] for e in extensions if isinstance(e, dict) and "pymdownx.superfences" in e)
+    assert {"name": "mermaid", "class": "mermaid", "format": "pymdownx.superfences.fence_code_format"} in fences[
+        "custom_fences"]
+    drawn = [b for p in [*PAGES, *sorted((ROOT / "docs").rglob("*/*.md"))] for b in blocks(p) if b.lang == "mermaid"]
+    assert sum(b.page.name == "architecture.md" for b in drawn) == 3
+    assert all(b.text.split("\n", 1)[0].startswith(("flowchart", "graph")) for b in drawn), [b.where for b in drawn]
 
 
 def test_the_diagnose_speed_quoted_is_the_recorded_one():
