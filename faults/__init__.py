@@ -13,7 +13,8 @@ package is added the same way: ``@register`` on its class, in a module imported 
         name = "my_fault"
         ...
 
-The run is built from the composed config through its ``_target_`` class path (:func:`build_fault`).
+The run's fault is built from the composed config through its ``_target_`` class path, as trainers and
+detectors are (:func:`build_fault`: :func:`harness.config.instantiate`).
 """
 
 from __future__ import annotations
@@ -21,12 +22,13 @@ from __future__ import annotations
 import importlib
 import pkgutil
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
 
 from faults.base import FORMS, Fault, form_param, param
-from harness.config import ConfigError, did_you_mean, locate
+from harness.config import instantiate
 
 #: every registered fault by name, sorted by name (the package's own and any :func:`register` added)
 FAULTS: dict[str, type[Fault]] = {}
@@ -96,21 +98,10 @@ def _discover() -> None:
 _discover()
 
 
-def build_fault(cfg: dict[str, Any]) -> Fault:
-    """Instantiate a fault from its config (``_target_`` + parameters); raises ConfigError."""
-    cfg = dict(cfg)
-    target = cfg.pop("_target_", None)
-    if target is None:
-        raise ConfigError("fault config has no _target_")
-    cls = locate(target)
-    if not (isinstance(cls, type) and issubclass(cls, Fault)):
-        raise ConfigError(f"fault _target_ {target!r} is not a faults.base.Fault subclass")
-    valid = sorted(cls.param_docs())
-    for key in cfg:
-        if key not in valid:
-            raise ConfigError(f"unknown parameter fault.{key} for fault {cls.name}; "
-                              f"{did_you_mean(key, valid, 'fault.')}valid: {', '.join(valid)}")
-    return cls(**cfg)
+def build_fault(cfg: Mapping[str, Any]) -> Fault:
+    """A fault from its config (``_target_`` + parameters), built as every part is
+    (:func:`harness.config.instantiate`); raises a one-line ConfigError."""
+    return instantiate(cfg, "fault", Fault)
 
 
 __all__ = ["FAULTS", "FORMS", "Fault", "build_fault", "form_param", "param", "register", "register_configs",

@@ -6,7 +6,9 @@ what a detector may see of a config, and how reports name a setup.
 - :mod:`~harness.config.schemas`: the structured configs (``harness/conf/<group>/*.yaml`` extend them);
 - :mod:`~harness.config.experiment`: a validated :class:`Experiment` and its run identity;
 - :mod:`~harness.config.visibility`: the configured hyperparameters a detector is shown, the run's opaque id;
-- :mod:`~harness.config.labels`: ``algo[_variant]/env/backend`` as every report writes it.
+- :mod:`~harness.config.labels`: ``algo[_variant]/env/backend`` as every report writes it;
+- :mod:`~harness.config.targets`: :func:`instantiate`, how a trainer, a fault and a detector are built
+  from their ``_target_``.
 
 Everything is importable from ``harness.config``.
 """
@@ -43,6 +45,7 @@ from harness.config.schemas import (
     register_configs,
     to_object,
 )
+from harness.config.targets import instantiate
 from harness.config.visibility import HIDDEN, opaque_id, visible_config
 
 #: the Hydra config directory (config.yaml and one folder per config group)
@@ -51,4 +54,4 @@ CONF_DIR = conf_dir()
 __all__ = ["ALGO_SCHEMAS", "CONF_DIR", "INTERRUPTED", "GRPO_MODELS", "GRPO_SCALES", "HIDDEN", "IS_CORRECTIONS",
            "KL_ESTIMATORS", "LOSS_AGGS", "LR_DECAYS", "SAMPLER_PRECISIONS", "BackendConfig", "Config", "ConfigError", "EnvConfig",
            "Experiment", "GRPOConfig", "ModelConfig", "PPOConfig", "algo_label", "backend_config", "check_range", "did_you_mean",
-           "group_choices", "locate", "opaque_id", "register_configs", "setup_label", "to_object", "unknown_choice", "unknown_key", "visible_config"]
+           "group_choices", "instantiate", "locate", "opaque_id", "register_configs", "setup_label", "to_object", "unknown_choice", "unknown_key", "visible_config"]

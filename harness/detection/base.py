@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from harness.config import CONF_DIR, ConfigError, locate, opaque_id, visible_config
+from harness.config import CONF_DIR, ConfigError, instantiate, opaque_id, visible_config
 
 
 @dataclass(frozen=True)
@@ -91,11 +92,9 @@ def alarms_from(detector: Any, update_index: int, metrics: dict[str, float]) -> 
 
 def build_detector(spec: Any) -> Any:
     """A detector from an instance (returned as it is), a mapping with ``_target_`` and keyword
-    arguments (instantiated through Hydra), a reference detector's name (``folk``, ``config_aware``,
-    ``ptt``, ``learned``: harness/conf/detector/<name>.yaml) or a dotted class path; a one-line
-    ConfigError for anything else."""
-    from hydra.errors import InstantiationException
-    from hydra.utils import instantiate
+    arguments, a reference detector's name (``folk``, ``config_aware``, ``ptt``, ``learned``:
+    harness/conf/detector/<name>.yaml) or a dotted class path; built as every part is
+    (:func:`harness.config.instantiate`). A one-line ConfigError for anything else."""
     from omegaconf import OmegaConf
 
     if is_detector(spec):
@@ -103,19 +102,10 @@ def build_detector(spec: Any) -> Any:
     if isinstance(spec, str):
         path = CONF_DIR / "detector" / f"{spec}.yaml"
         spec = OmegaConf.to_container(OmegaConf.load(path)) if path.exists() else {"_target_": spec}
-    target = spec.get("_target_") if hasattr(spec, "get") else None
-    if not target:
+    if not (isinstance(spec, Mapping) and spec.get("_target_")):
         raise ConfigError(f"detector={spec!r}: give a reference detector's name, a _target_ or a detector")
-    try:
-        locate(target)
-    except ConfigError:
-        raise ConfigError(f"detector._target_={target!r} cannot be imported (is its package on the path?)") from None
-    try:
-        detector = instantiate(spec)
-    except InstantiationException as exc:
-        cause = exc.__cause__ or exc
-        raise ConfigError(f"detector {target}: {str(cause).splitlines()[0][:200]}") from None
+    detector = instantiate(spec, "detector")
     if not is_detector(detector):
-        raise ConfigError(f"detector._target_={target!r} is not a detector: it needs reset(run_info) and "
+        raise ConfigError(f"detector._target_={spec['_target_']!r} is not a detector: it needs reset(run_info) and "
                           "update(update_index, metrics)")
     return detector
