@@ -1,7 +1,8 @@
 """What every trainer provides, and what the framework backends (SB3, TRL) share.
 
 A backend (``harness/conf/backend/<name>.yaml``) names one :class:`Trainer` class per algorithm it runs
-(``trainers: {ppo: harness.agents.ppo.PPOTrainer}``); :func:`trainer_for` builds it. A trainer
+(``trainers: {ppo: {_target_: harness.agents.ppo.PPOTrainer}}``); :func:`trainer_for` builds it, as every
+part is built (:func:`harness.config.instantiate`). A trainer
 yields one row of canonical metrics per update (:mod:`harness.metrics`), says how many updates a
 budget buys, refuses a fault or configuration it cannot run with one line, and, where a framework
 logs a quantity the harness also measures, checks that the two agree.
@@ -11,13 +12,14 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import json
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping
 from dataclasses import fields
 from typing import Any, ClassVar
 
-from harness.config import BackendConfig, ConfigError, EnvConfig, Experiment, locate
+from harness.config import BackendConfig, ConfigError, EnvConfig, Experiment, instantiate
 from harness.config.schemas import backend_config, backend_names
 from harness.hooks import HOOK_SITES, Hooks, overrides
 
@@ -112,21 +114,21 @@ class FrameworkTrainer(Trainer):
 
 
 @functools.cache
-def _build(target: str) -> Trainer:
-    cls = locate(target)
-    if not (isinstance(cls, type) and issubclass(cls, Trainer)):
-        raise ConfigError(f"backend trainer {target!r} is not a harness.agents.base.Trainer subclass")
-    return cls()
+def _trainer(spec: str, algo: str) -> Trainer:
+    """One trainer per config (``spec`` as JSON): trainers hold no state, and :func:`backends_of` asks
+    for each one once per fault."""
+    return instantiate(json.loads(spec), f"backend.trainers.{algo}", Trainer)
 
 
 def trainer_for(backend: BackendConfig, algo: str) -> Trainer:
-    """The trainer backend ``backend`` names for ``algo``; raises a one-line ConfigError when it
-    has none (each backend's own trainer says why, e.g. SB3 runs PPO only)."""
-    target = backend.trainers.get(algo)
-    if target is None:
+    """The trainer backend ``backend`` names for ``algo`` (``backend.trainers.<algo>``, a ``_target_``);
+    raises a one-line ConfigError when it has none (each backend's own trainer says why, e.g. SB3 runs
+    PPO only) or it cannot be built."""
+    spec = backend.trainers.get(algo)
+    if spec is None:
         raise ConfigError(f"backend={backend.name} has no trainer for algo={algo}; it trains "
                           f"{', '.join(sorted(backend.trainers)) or 'nothing'}")
-    return _build(target)
+    return _trainer(json.dumps(spec, sort_keys=True), algo)
 
 
 def forms_of(cls: type) -> list[Any]:
@@ -170,4 +172,4 @@ def expresses(trainer: Trainer, fault: Any) -> bool:
 
 def trainers_of(backend: BackendConfig) -> list[Trainer]:
     """Every trainer the backend names."""
-    return [_build(t) for t in backend.trainers.values()]
+    return [trainer_for(backend, algo) for algo in backend.trainers]

@@ -449,11 +449,11 @@ class EnvConfig:
 
 @dataclass
 class BackendConfig:
-    """Who trains: ``name`` (native, sb3, trl) and the trainer class of each algorithm it runs
-    (``algo name -> dotted path`` of a :class:`harness.agents.base.Trainer`)."""
+    """Who trains: ``name`` (native, sb3, trl) and the trainer of each algorithm it runs
+    (``algo name -> {_target_: dotted path of a harness.agents.base.Trainer}``)."""
 
     name: str = "native"
-    trainers: dict[str, str] = field(default_factory=dict)
+    trainers: dict[str, Any] = field(default_factory=dict)
     #: monitors attached to the framework's own training loop, as its users attach them (TRL: a
     #: Trainer callback each; ``_target_`` + arguments, e.g. harness.detection.public.live_callback);
     #: what they report is stored with the run. Not part of the run's identity: they only watch.
