@@ -12,6 +12,12 @@ Two sets of healthy logs, neither used to write the invariants' thresholds:
 - **realworld**: every healthy log of benchmarks/realworld (SB3, CleanRL and TRL wrote them), read as
   ``diagnose`` reads it.
 
+Each healthy log is also read as a live monitor reads it: every window of the monitor's evidence
+window (``WINDOW_ROWS`` rows) and every window of ``TRAILING_ROWS`` rows (``alarms_window``,
+``alarms_trailing``: logs with a break in any such window). An invariant is decisive only within the
+bar on the whole log and on its windows; it is read on the last TRAILING_ROWS rows (so a bug begun
+mid-run is proven that soon) only within the bar on those windows too.
+
 For the faulty logs of both sets it also counts which faults break each invariant (how much it finds).
 
 Mining (TrainCheck-style): on the dataset's ``train`` split, for every canonical metric and three
@@ -46,6 +52,7 @@ from harness.analysis import invariants  # noqa: E402
 from harness.metrics import CANONICAL  # noqa: E402
 
 PREFIXES = (0.25, 0.5, 1.0)
+READINGS = ("alarms", "alarms_window", "alarms_trailing")       # whole log; every monitor window; every trailing one
 EXACT = ("ratio_dev_max", "approx_kl", "kl_k1", "ratio_mean", "ratio_min", "ratio_max")
 RESULTS = ROOT / "benchmarks" / "results"
 
@@ -69,6 +76,21 @@ def readings(frame: pd.DataFrame, algo: str) -> list[pd.DataFrame]:
     return out
 
 
+def window_breaks(frame: pd.DataFrame, config: dict[str, Any]) -> dict[str, set[str]]:
+    """Per reading ("alarms_window": every window of the monitor's WINDOW_ROWS rows; "alarms_trailing": every
+    window of TRAILING_ROWS rows), the invariants some window of ``frame`` breaks."""
+    out: dict[str, set[str]] = {}
+    for reading, rows in (("alarms_window", invariants.WINDOW_ROWS), ("alarms_trailing", invariants.TRAILING_ROWS)):
+        broke: set[str] = set()
+        for end in range(rows, len(frame) + 1):
+            part = frame.iloc[end - rows:end]
+            for name, inv in invariants.INVARIANTS.items():
+                if name not in broke and isinstance(inv.check(part, config), invariants.Break):
+                    broke.add(name)
+        out[reading] = broke
+    return out
+
+
 def dataset_runs(dataset: Path, splits: tuple[str, ...]) -> list[tuple[pd.Series, pd.DataFrame]]:
     runs = pd.read_parquet(dataset / "runs.parquet")
     split = pd.read_parquet(dataset / "splits.parquet")[["run_id", "by_seed"]]
@@ -83,6 +105,7 @@ def dataset_runs(dataset: Path, splits: tuple[str, ...]) -> list[tuple[pd.Series
 def harness_rates(dataset: Path) -> dict[str, Any]:
     """Per invariant: false alarms on held-out runs with no fault, and the faults whose held-out runs break it."""
     alarms: dict[str, int] = defaultdict(int)
+    windowed: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     examples: dict[str, list[str]] = defaultdict(list)
     breaks: dict[str, dict[str, list[int]]] = defaultdict(lambda: defaultdict(lambda: [0, 0]))
     n_healthy = 0
@@ -99,11 +122,21 @@ def harness_rates(dataset: Path) -> dict[str, Any]:
                 alarms[name] += 1
                 if len(examples[name]) < 5:
                     examples[name].append(run["run_id"])
+            seen: dict[str, set[str]] = defaultdict(set)
+            for view in readings(frame, run["algo"])[-2:]:          # the whole run, both views
+                for reading, names in window_breaks(view, config).items():
+                    seen[reading] |= names
+            for reading, names in seen.items():
+                for name in names:
+                    windowed[reading][name] += 1
+                    if len(examples[f"{name} ({reading})"]) < 5:
+                        examples[f"{name} ({reading})"].append(run["run_id"])
         else:
             for name in invariants.INVARIANTS:
                 breaks[name][run["fault"]][1] += 1
                 breaks[name][run["fault"]][0] += int(name in broke)
     return {"logs": n_healthy, "setups": dict(setups), "alarms": dict(alarms), "examples": dict(examples),
+            **{reading: dict(v) for reading, v in windowed.items()},
             "faults": {n: {f: c for f, c in per.items() if c[0]} for n, per in breaks.items()}}
 
 
@@ -114,6 +147,7 @@ def realworld_rates(root: Path) -> dict[str, Any]:
     from harness.logs import load_log
 
     alarms: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    windowed: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     examples: dict[str, list[str]] = defaultdict(list)
     logs: dict[str, int] = defaultdict(int)
     breaks: dict[str, dict[str, list[int]]] = defaultdict(lambda: defaultdict(lambda: [0, 0]))
@@ -133,6 +167,11 @@ def realworld_rates(root: Path) -> dict[str, Any]:
                 alarms[name][framework] += 1
                 if len(examples[name]) < 5:
                     examples[name].append(str(task["path"].relative_to(root)))
+            for reading, names in window_breaks(log.metrics, dict(log.config)).items():
+                for name in names:
+                    windowed[reading][name] += 1
+                    if len(examples[f"{name} ({reading})"]) < 5:
+                        examples[f"{name} ({reading})"].append(str(task["path"].relative_to(root)))
         else:
             for name in invariants.INVARIANTS:
                 breaks[name][label["fault"]][1] += 1
@@ -140,7 +179,38 @@ def realworld_rates(root: Path) -> dict[str, Any]:
     return {"logs": sum(logs.values()), "per_framework": dict(logs),
             "alarms": {n: sum(v.values()) for n, v in alarms.items()},
             "alarms_per_framework": {n: dict(v) for n, v in alarms.items()}, "examples": dict(examples),
+            **{reading: dict(v) for reading, v in windowed.items()},
             "faults": {n: {f: c for f, c in per.items() if c[0]} for n, per in breaks.items()}, "errors": errors}
+
+
+def first_break(frame: pd.DataFrame, config: dict[str, Any], onset: int, names: frozenset[str],
+                trailing: frozenset[str]) -> tuple[int, str] | None:
+    """Rows after ``onset`` until one of ``names`` breaks as a live monitor reads the log (checked on
+    every row: the log so far, its last WINDOW_ROWS rows and, for the trailing invariants, its last
+    TRAILING_ROWS rows), and which; None when none breaks."""
+    for rows in range(max(onset, 0) + 1, len(frame) + 1):
+        got = invariants.broken(invariants.check(frame.iloc[:rows], config, (invariants.WINDOW_ROWS,), trailing))
+        hit = [b.invariant for b in got if b.invariant in names]
+        if hit:
+            return rows - max(onset, 0), hit[0]
+    return None
+
+
+def onset_delays(dataset: Path, names: frozenset[str], trailing: frozenset[str]) -> dict[str, Any]:
+    """On the held-out faulty runs (val and test) whose bug began mid-run: per decisive invariant, how
+    many rows after the onset it first breaks as a monitor reads it (the least delay any alarm resting
+    on it can have)."""
+    delays: dict[str, list[int]] = defaultdict(list)
+    faults: dict[str, set[str]] = defaultdict(set)
+    for run, frame in dataset_runs(dataset, ("val", "test")):
+        if run["fault"] == "none" or not (pd.notna(run["onset"]) and run["onset"] > 0):
+            continue
+        got = first_break(frame, run_config(run), int(run["onset"]), names, trailing)
+        if got is not None:
+            delays[got[1]].append(got[0])
+            faults[got[1]].add(run["fault"])
+    return {name: {"logs": len(d), "median_rows": float(np.median(d)), "max_rows": int(max(d)),
+                   "faults": sorted(faults[name])} for name, d in sorted(delays.items())}
 
 
 # ---- mining --------------------------------------------------------------------------------------------
@@ -197,15 +267,23 @@ def mine(dataset: Path) -> list[dict[str, Any]]:
 def table(harness: dict[str, Any], realworld: dict[str, Any] | None) -> dict[str, Any]:
     out = {}
     for name in invariants.INVARIANTS:
-        sets = {"harness": {"logs": harness["logs"], "alarms": harness["alarms"].get(name, 0)}}
-        if realworld is not None and realworld["logs"]:
-            sets["realworld"] = {"logs": realworld["logs"], "alarms": realworld["alarms"].get(name, 0)}
+        sets = {}
+        for which, data in (("harness", harness), ("realworld", realworld)):
+            if data is not None and data["logs"]:
+                sets[which] = {"logs": data["logs"], **{reading: data.get(reading, {}).get(name, 0) for reading in READINGS}}
         out[name] = sets
     return out
 
 
 def fraction(k: int, n: int) -> str:
     return f"{k}/{n} ({k / n:.1%})" if n else "-"
+
+
+def readings_cell(data: dict[str, Any] | None, name: str) -> str:
+    """False alarms of one invariant on one set: whole log / monitor windows / trailing windows."""
+    if not data or not data["logs"]:
+        return "-"
+    return " / ".join(fraction(data.get(reading, {}).get(name, 0), data["logs"]) for reading in READINGS)
 
 
 def render(summary: dict[str, Any]) -> str:
@@ -221,17 +299,30 @@ def render(summary: dict[str, Any]) -> str:
               + ", ".join(f"{k} {v}" for k, v in sorted(rw["per_framework"].items())) + ")." if rw and rw["logs"]
               else "- **realworld**: not measured (no logs under the given root): no invariant is decisive."),
              "", f"An invariant rules out `healthy` (decisive) only with at most "
-             f"{invariants.MAX_FALSE_ALARMS:.0%} false alarms on both sets.", "",
+             f"{invariants.MAX_FALSE_ALARMS:.0%} false alarms on both sets, on the whole log and on every window of "
+             f"{invariants.WINDOW_ROWS} rows (what a monitor reads); a monitor also reads it on its last {invariants.TRAILING_ROWS} rows "
+             f"only within the same bar on every window of {invariants.TRAILING_ROWS} rows. Each cell: whole log / "
+             f"windows of {invariants.WINDOW_ROWS} rows / windows of {invariants.TRAILING_ROWS} rows.", "",
              "| invariant | class | holds on every healthy run | harness false alarms | realworld false alarms "
-             "| decisive | faults whose held-out runs break it (harness) | faulty real logs breaking it |",
-             "|---|---|---|---|---|---|---|---|"]
+             f"| decisive | read on the last {invariants.TRAILING_ROWS} rows | faults whose held-out runs break it "
+             "(harness) | faulty real logs breaking it |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for name, inv in invariants.INVARIANTS.items():
         found = ", ".join(f"{f} {k}/{n}" for f, (k, n) in sorted(h["faults"].get(name, {}).items())) or "-"
         found_rw = ", ".join(f"{f} {k}/{n}" for f, (k, n) in sorted((rw or {}).get("faults", {}).get(name, {}).items())) \
             or "-"
-        rw_cell = fraction(rw["alarms"].get(name, 0), rw["logs"]) if rw and rw["logs"] else "-"
-        lines.append(f"| {name} | {inv.fault_class} | {inv.holds} | {fraction(h['alarms'].get(name, 0), h['logs'])} "
-                     f"| {rw_cell} | {'yes' if name in decisive else 'no'} | {found} | {found_rw} |")
+        lines.append(f"| {name} | {inv.fault_class} | {inv.holds} | {readings_cell(h, name)} | {readings_cell(rw, name)} "
+                     f"| {'yes' if name in decisive else 'no'} | {'yes' if name in summary['trailing'] else 'no'} "
+                     f"| {found} | {found_rw} |")
+    lines += ["", "## How soon after a mid-run onset", "",
+              "Held-out faulty runs (val and test) whose bug began mid-run, read as a live monitor reads them on "
+              "every row: rows from the onset until a decisive invariant first breaks (the least delay an alarm "
+              f"resting on it can have). An invariant read on the last {invariants.TRAILING_ROWS} rows needs that "
+              f"many; the others need the monitor's {invariants.WINDOW_ROWS}-row window to hold the break throughout.", "",
+              "| invariant | logs it breaks first | median rows after the onset | most rows | faults |",
+              "|---|---|---|---|---|"]
+    for name, d in summary["onset_delays"].items():
+        lines.append(f"| {name} | {d['logs']} | {d['median_rows']:g} | {d['max_rows']} | {', '.join(d['faults'])} |")
     lines += ["", "Where each comes from: " + "; ".join(f"`{n}`: {i.source}" for n, i in invariants.INVARIANTS.items())
               + ".", ""]
     for label, data in (("harness", h), ("realworld", rw or {})):
@@ -263,12 +354,15 @@ def docs_table(summary: dict[str, Any]) -> str:
     h, rw = summary["harness"], summary.get("realworld") or {"logs": 0, "alarms": {}}
     lines = [BEGIN, "",
              f"| invariant | class | holds on every healthy run | false alarms: harness ({h['logs']} runs) | "
-             f"false alarms: real frameworks ({rw['logs']} logs) | decisive |", "|---|---|---|---|---|---|"]
+             f"false alarms: real frameworks ({rw['logs']} logs) | decisive | read on the last "
+             f"{invariants.TRAILING_ROWS} rows |", "|---|---|---|---|---|---|---|"]
     for name, inv in invariants.INVARIANTS.items():
-        lines.append(f"| `{name}` | {inv.fault_class} | {inv.holds} | {fraction(h['alarms'].get(name, 0), h['logs'])} | "
-                     f"{fraction(rw['alarms'].get(name, 0), rw['logs']) if rw['logs'] else '-'} | "
-                     f"{'yes' if name in summary['decisive'] else 'no'} |")
-    lines += ["", "Which faults break each invariant, when the table was measured, and the invariants mined from the "
+        lines.append(f"| `{name}` | {inv.fault_class} | {inv.holds} | {readings_cell(h, name)} | {readings_cell(rw, name)} | "
+                     f"{'yes' if name in summary['decisive'] else 'no'} | "
+                     f"{'yes' if name in summary['trailing'] else 'no'} |")
+    lines += ["", f"Each false-alarm cell: on the whole log / on any window of {invariants.WINDOW_ROWS} rows (the monitor's evidence "
+              f"window) / on any window of {invariants.TRAILING_ROWS} rows.", "",
+              "Which faults break each invariant, when the table was measured, and the invariants mined from the "
               "healthy runs: [benchmarks/results/invariants.md](../benchmarks/results/invariants.md).", "", "", END]
     return "\n".join(lines)
 
@@ -292,11 +386,12 @@ def main() -> None:
     realworld = realworld_rates(args.realworld) if (args.realworld / "sb3").exists() or any(
         args.realworld.glob("*/labels.json")) else None
     rates = table(harness, realworld)
-    decisive = sorted(n for n, sets in rates.items() if {"harness", "realworld"} <= set(sets) and all(
-        s["logs"] and s["alarms"] / s["logs"] <= invariants.MAX_FALSE_ALARMS for s in sets.values()))
+    decisive = sorted(invariants.decisive_in(rates))
     summary = {"when": datetime.now(timezone.utc).isoformat(timespec="seconds"), "commit": git_commit(),
                "harness": harness, "realworld": realworld, "rates": rates, "decisive": decisive,
-               "mined": mine(args.dataset)}
+               "trailing": sorted(invariants.trailing_in(rates)),
+               "mined": mine(args.dataset), "onset_delays": onset_delays(args.dataset, invariants.decisive_in(rates),
+                                                                         invariants.trailing_in(rates))}
     summary["wall_s"] = time.perf_counter() - start
     text = render(summary)
     print(text)

@@ -101,6 +101,10 @@ def score_log(model: Any, frame: Any, config: dict[str, Any], algo: str, fault: 
     rec: dict[str, Any] = {"group": group, "fault": fault, "onset": onset, "rows": len(frame)}
     decisive = invariants.decisive()      # does a decisive invariant break in the log (as the monitor reads it)?
     rec["proven"] = any(b.invariant in decisive for b in invariants.broken(invariants.check(frame, config, (RECENT,))))
+    if rec["proven"]:           # the row at which the monitor, reading every row, could first see the break
+        from benchmarks.invariants import first_break
+        got = first_break(frame, config, onset, decisive, invariants.trailing())
+        rec["break_row"] = None if got is None else max(onset, 0) + got[0]
     mon = monitor_alarms(model, frame, config, space)
     rec["monitor"] = [(r, fault == "none" or fault in members) for r, _, members in mon]
     for name, hits in rule_alarms(frame, algo, config).items():
@@ -129,6 +133,19 @@ def after_onset(logs: list[dict[str, Any]], det: str) -> dict[str, Any]:
     return {"detected": len(det_delay) / len(logs), "named": len(name_delay) / len(logs),
             "delay_detect": statistics.median(det_delay) if det_delay else None,
             "delay_named": statistics.median(name_delay) if name_delay else None}
+
+
+def after_break(logs: list[dict[str, Any]], det: str) -> float | None:
+    """Of logs breaking a decisive invariant: the median rows from the row at which the break is first
+    visible (``break_row``) to the first alarm at or after it (None when no log has both)."""
+    delays = []
+    for r in logs:
+        if r.get("break_row") is None:
+            continue
+        later = [a[0] for a in r[det] if a[0] >= r["break_row"]]
+        if later:
+            delays.append(later[0] - r["break_row"])
+    return statistics.median(delays) if delays else None
 
 
 def false_alarms(logs: list[dict[str, Any]], det: str) -> dict[str, Any]:
@@ -176,7 +193,8 @@ def pooled(records: list[dict[str, Any]], detectors: list[str]) -> list[dict[str
                 row.update(after_onset(faulty, det),
                            before_onset=sum(alarmed_before_onset(r, det) for r in mid) / len(mid) if mid else None)
                 proven = [r for r in faulty if r.get("proven")]
-                row.update(proven=len(proven), delay_proven=after_onset(proven, det)["delay_detect"] if proven else None)
+                row.update(proven=len(proven), delay_proven=after_onset(proven, det)["delay_detect"] if proven else None,
+                           after_break=after_break(proven, det))
             if healthy:
                 row.update(false_alarms(healthy, det), healthy_rows=sum(r["rows"] for r in healthy))
             rows.append(row)
@@ -217,13 +235,17 @@ def markdown(meta: dict[str, Any], pooled_rows: list[dict[str, Any]], rows: list
         "their healthy prefix; *false alarms*: alarms per 1000 rows of healthy logs, and the share of healthy logs "
         "with any alarm; *faulty logs breaking a decisive invariant*: those in which an invariant that rules out "
         "healthy (harness.analysis.invariants.decisive) breaks, and the median delay to the first alarm on them "
-        "(a decisive break alarms at the first check that sees it). Rows that reach no log's onset count nothing.",
+        "(a decisive break alarms at the first check that sees it), and the median rows from the row at which the "
+        "break is first visible (read on every row as the monitor reads it; onset-0 bugs such as an entropy "
+        "collapse under a too-high learning rate take tens of rows to produce it) to the first alarm. Rows that "
+        "reach no log's onset count nothing.",
         "",
         "## Pooled per set of logs",
         "",
         "| logs | detector | faulty | detected | named | delay to detect | delay to name | before onset | healthy "
-        "| false alarms / 1000 rows | healthy logs alarmed | faulty logs breaking a decisive invariant | their delay to detect |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| false alarms / 1000 rows | healthy logs alarmed | faulty logs breaking a decisive invariant | their delay to detect "
+        "| their delay after the break is visible |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in pooled_rows:
         det = f"**{r['detector']}**" if r["detector"] == "monitor" else r["detector"]
@@ -231,7 +253,7 @@ def markdown(meta: dict[str, Any], pooled_rows: list[dict[str, Any]], rows: list
         lines.append(f"| {r['group']} | {det} | {r['faulty']} | {_pct(r.get('detected'))} | {_pct(r.get('named'))} | "
                      f"{_num(r.get('delay_detect'))} | {_num(r.get('delay_named'))} | {_pct(r.get('before_onset'))} | "
                      f"{r['healthy']} | {false} | {_pct(r.get('any_alarm'))} | {r.get('proven', '-')} | "
-                     f"{_num(r.get('delay_proven'))} |")
+                     f"{_num(r.get('delay_proven'))} | {_num(r.get('after_break'))} |")
     lines += ["", "## Per fault", "",
               "Each cell: detected / named, median delay to name (rows after the onset); healthy rows: false alarms "
               "per 1000 rows, share of logs alarmed.", "",

@@ -10,7 +10,10 @@ what to check), with the steps where it breaks and the values there.
 Not every invariant is trusted to rule out ``healthy``: :func:`decisive` lists those whose false-alarm
 rate, measured by ``python benchmarks/invariants.py --record`` on held-out healthy harness runs of
 every setup *and* on every healthy log of the real-framework test set, is at most :data:`MAX_FALSE_ALARMS`
-on both (``harness/data/invariants.json``). The others are reported, never decisive.
+on both (``harness/data/invariants.json``), read on the whole log and on every window of the
+monitor's evidence window. The others are reported, never decisive. :func:`trailing` lists the decisive
+ones that also hold on every window of :data:`TRAILING_ROWS` rows of a healthy run (same bar): a live
+monitor reads those on its last few rows, so a bug begun mid-run is proven within that many rows.
 """
 
 from __future__ import annotations
@@ -311,21 +314,26 @@ INVARIANTS: dict[str, Invariant] = {i.name: i for i in (
 )}
 
 
-#: invariants a live monitor also reads on the last MIN_ROWS rows alone (a bug begun mid-run breaks them
-#: from its onset on; those whose healthy counterpart can hold for a few steps, e.g. every group's rewards
-#: identical once a task is solved, are read over the whole log and the evidence window only)
-TRAILING = ("finite", "within_reach", "ratio_moves", "entropy_positive")
+#: the last rows a live monitor also reads the :func:`trailing` invariants on (a bug begun mid-run breaks
+#: them from its onset on; an invariant whose healthy counterpart can hold for a few steps, e.g. every
+#: group's rewards identical while a policy has collapsed onto one answer, is read on longer windows only)
+TRAILING_ROWS = MIN_ROWS
+#: the last rows a live monitor reads every invariant on (its evidence window: a bug begun mid-run is
+#: proven once it has held this long, or TRAILING_ROWS for the trailing invariants)
+WINDOW_ROWS = 10
 
 
-def check(frame: pd.DataFrame, config: Mapping[str, Any] | None = None,
-          windows: tuple[int, ...] = ()) -> dict[str, Break | bool | None]:
+def check(frame: pd.DataFrame, config: Mapping[str, Any] | None = None, windows: tuple[int, ...] = (),
+          trailing_names: frozenset[str] | None = None) -> dict[str, Break | bool | None]:
     """Every invariant on a canonical frame: a :class:`Break`, False (holds) or None (cannot tell).
     ``windows``: numbers of last rows also read alone (a monitor's evidence window): a break there
-    counts (the :data:`TRAILING` invariants are also read on the last MIN_ROWS rows)."""
+    counts, and the ``trailing_names`` (default: :func:`trailing`) are also read on the last
+    TRAILING_ROWS rows."""
     config = dict(config or {})
     out = {name: inv.check(frame, config) for name, inv in INVARIANTS.items()}
+    names = trailing() if trailing_names is None else trailing_names
     tails = [(w, None) for w in windows if len(frame) > w] + \
-        ([(MIN_ROWS, TRAILING)] if windows and len(frame) > MIN_ROWS else [])
+        ([(TRAILING_ROWS, names)] if windows and names and len(frame) > TRAILING_ROWS else [])
     for rows, names in tails:
         part = frame.iloc[-rows:]
         for name in names or INVARIANTS:
@@ -349,19 +357,39 @@ def measured() -> dict[str, Any]:
         return {}
 
 
+def _within_bar(table: Mapping[str, Any], reading: str) -> set[str]:
+    """The invariants whose false alarms under ``reading`` (a key of each set's record) are at most
+    MAX_FALSE_ALARMS on both sets measured (the harness's held-out healthy runs and the real
+    frameworks' healthy logs, both required)."""
+    return {name for name, sets in table.items() if name in INVARIANTS and {"harness", "realworld"} <= set(sets)
+            and all(s["logs"] > 0 and reading in s and s[reading] / s["logs"] <= MAX_FALSE_ALARMS
+                    for s in sets.values())}
+
+
+def decisive_in(table: Mapping[str, Any]) -> frozenset[str]:
+    """Of a table of measured false alarms (invariant -> set -> counts): the invariants within the bar
+    on the whole log and, where recorded, on every window a monitor reads (``alarms_window``)."""
+    windowed = {n for n, sets in table.items() if any("alarms_window" in s for s in sets.values())}
+    return frozenset(n for n in _within_bar(table, "alarms")
+                     if n not in windowed or n in _within_bar(table, "alarms_window"))
+
+
+def trailing_in(table: Mapping[str, Any]) -> frozenset[str]:
+    """The decisive invariants also within the bar on every window of TRAILING_ROWS rows."""
+    return decisive_in(table) & _within_bar(table, "alarms_trailing")
+
+
+@cache
 def decisive() -> frozenset[str]:
-    """The invariants whose measured false-alarm rates are at most MAX_FALSE_ALARMS on every set they
-    were measured on (the harness's held-out healthy runs and the real frameworks' healthy logs, both
-    required)."""
-    table = measured().get("invariants", {})
-    out = set()
-    for name, sets in table.items():
-        if name not in INVARIANTS or not {"harness", "realworld"} <= set(sets):
-            continue
-        if all(s["alarms"] / max(1, s["logs"]) <= MAX_FALSE_ALARMS and s["logs"] > 0 for s in sets.values()):
-            out.add(name)
-    return frozenset(out)
+    """The invariants that may rule out ``healthy`` (:func:`decisive_in` of the recorded rates)."""
+    return decisive_in(measured().get("invariants", {}))
 
 
-__all__ = ["BOUNDS", "CLASSES", "INVARIANTS", "MAX_FALSE_ALARMS", "Break", "FaultClass", "Invariant", "broken",
-           "check", "decisive", "measured"]
+@cache
+def trailing() -> frozenset[str]:
+    """The decisive invariants a monitor also reads on its last TRAILING_ROWS rows."""
+    return trailing_in(measured().get("invariants", {}))
+
+
+__all__ = ["BOUNDS", "CLASSES", "INVARIANTS", "MAX_FALSE_ALARMS", "TRAILING_ROWS", "WINDOW_ROWS", "Break", "FaultClass", "Invariant",
+           "broken", "check", "decisive", "decisive_in", "measured", "trailing", "trailing_in"]

@@ -22,7 +22,7 @@ import pandas as pd
 from faults import FAULTS
 from harness.analysis import evidence, invariants, signatures
 from harness.analysis.examples import VIEWS
-from harness.analysis.features import MIN_ROWS, features
+from harness.analysis.features import features
 from harness.analysis.model import HEALTHY, TOO_SHORT, UNKNOWN, Answer, DiagnosisModel, load_models, shows
 from harness.analysis.reference import Comparison, compare
 from harness.config import ConfigError
@@ -305,7 +305,7 @@ def evidence_only(algo: str, frame: pd.DataFrame, config: dict[str, Any],
     cause unknown"; nothing gives healthy, with the faults only scale would show listed as ones
     this log cannot show without a model."""
     # as the live monitor reads them: a break over the last rows counts (a policy gone deterministic mid-run)
-    breaks = invariants.broken(invariants.check(frame, config, (MIN_ROWS,)))
+    breaks = invariants.broken(invariants.check(frame, config, (invariants.WINDOW_ROWS,)))
     decisive = invariants.decisive()
     listed = _listed(breaks, decisive)
     sigs = {**sigs, **_on_sampling_rows(frame, algo, config)}

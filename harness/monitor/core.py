@@ -33,7 +33,7 @@ from typing import Any
 
 from faults import FAULTS
 from harness.analysis.evidence import report_line
-from harness.analysis.invariants import CLASSES
+from harness.analysis.invariants import CLASSES, WINDOW_ROWS
 from harness.analysis.model import UNKNOWN, Answer, DiagnosisModel, load_models, shows
 from harness.config import ConfigError
 from harness.detection.base import Alarm as DetectorAlarm
@@ -49,7 +49,7 @@ BUDGET = 0.03               # share of the run's wall time the checks may take
 PATIENCE = 2                # consecutive checks giving the same answer before it alarms
 WARMUP = 25                 # rows before an answer resting on the model alone may alarm
 HOLD = 10                   # rows an answer resting on the model alone must hold before it alarms
-RECENT = 10                 # the exact evidence is also read on this many last rows (a bug begun mid-run)
+RECENT = WINDOW_ROWS         # the exact evidence is also read on this many last rows (a bug begun mid-run)
 
 
 @dataclass(frozen=True)

@@ -77,6 +77,30 @@ def test_decisive_invariants_are_those_measured_at_most_1_percent_on_both_sets()
             assert name not in invariants.decisive()
 
 
+def test_trailing_invariants_are_decisive_and_within_the_bar_on_every_short_window():
+    table = invariants.measured()["invariants"]
+    assert invariants.trailing() <= invariants.decisive()
+    for name in invariants.trailing():
+        for which in ("harness", "realworld"):
+            s = table[name][which]
+            assert s["alarms_trailing"] / s["logs"] <= invariants.MAX_FALSE_ALARMS
+    for name in invariants.decisive():       # decisive as a monitor reads it: every window of its evidence window
+        assert all(s.get("alarms_window", 0) / s["logs"] <= invariants.MAX_FALSE_ALARMS for s in table[name].values())
+
+
+def test_a_bug_begun_mid_run_breaks_a_trailing_invariant_on_the_last_rows_only():
+    rng = np.random.default_rng(1)
+    config = {"n_epochs": 4, "n_minibatches": 4}
+    moving = rng.uniform(1e-3, 1e-2, 200)
+    for pinned_rows, windows, trailing, broken in ((3, (10,), frozenset({"ratio_moves"}), True),
+                                                    (3, (10,), frozenset(), False),
+                                                    (10, (10,), frozenset(), True),
+                                                    (3, (), frozenset({"ratio_moves"}), False)):
+        log = frame(200, approx_kl=np.r_[moving[:-pinned_rows], np.zeros(pinned_rows)])
+        got = invariants.check(log, config, windows, trailing)["ratio_moves"]
+        assert isinstance(got, invariants.Break) is broken, (pinned_rows, windows, trailing, got)
+
+
 # ---- issue 55's cases ---------------------------------------------------------------------------------
 def test_seed_verl_log_with_zero_loss_entropy_and_advantages_is_no_learning_signal():
     r = answer(DATA / "seed" / "verl_grpo_zeros.csv")

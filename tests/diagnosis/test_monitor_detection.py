@@ -130,3 +130,14 @@ def test_scoring_resumes_from_its_journal(tmp_path):
     assert lines[1] == '{"key": "c", "rec'                 # the cut line stays, ignored; each new one is whole
     assert sorted(json.loads(line)["key"] for line in lines[2:]) == ["a", "c"]
     assert md.scored("test", [1, 2, 3], ["a", "b", "c"], score, 1, journal) == out and sorted(seen) == [1, 3]
+
+
+def test_delay_after_a_break_counts_from_the_row_the_break_is_first_visible():
+    logs = [{**_rec("trl", "excessive_lr", 0, 80, [(5, False), (27, True)], []), "proven": True, "break_row": 25},
+            {**_rec("trl", "zero_reward", 0, 80, [(3, True)], []), "proven": True, "break_row": 3},
+            {**_rec("trl", "shared_policy", 0, 80, [], []), "proven": True, "break_row": 40},     # never alarmed
+            {**_rec("trl", "tiny_clip", 0, 80, [(9, True)], []), "proven": True}]                  # an older record
+    assert md.after_break(logs, "monitor") == 1.0            # 27 - 25 and 3 - 3
+    assert md.after_break(logs[2:], "monitor") is None
+    row = next(r for r in md.pooled(logs, DETECTORS) if r["detector"] == "monitor")
+    assert row["proven"] == 4 and row["after_break"] == 1.0 and row["delay_proven"] == 5
