@@ -147,7 +147,10 @@ def _make(name: str, fixture: Fixture, root: Path) -> Path:
     for part in TRANSIENT:
         shutil.rmtree(root / part, ignore_errors=True)
     runs = sorted(m["run_id"] for m in RunStore(root).iter_metas())
-    manifest = {"training_version": TRAINING_VERSION, "plan": fixture.plan(), "runs": runs}
+    from tests.agents.test_pinned_metrics import numerics
+
+    manifest = {"training_version": TRAINING_VERSION, "plan": fixture.plan(), "runs": runs,
+                "numerics": numerics()}           # the fitted model's scores hold only where the kernels are these
     (root / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
     return root.resolve()
 

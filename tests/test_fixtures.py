@@ -24,6 +24,18 @@ from tests.commands import working_dir
 from tests.make_fixtures import FIXTURES, MANIFEST, TINY, build, planned_runs, sweep_summary
 
 REMAKE = "make them again with python -m tests.make_fixtures"
+#: files holding the fitted model's held-out scores: their values depend on the machine's float kernels (a
+#: logistic fit on a few runs, one flipped answer moves a rate by 20 points), so they are compared exactly
+#: only where the fixture's manifest records this machine's numerics (tests/agents/test_pinned_metrics.py)
+FITTED = frozenset({"catalogue/CATALOGUE.md", "catalogue/model/model_card.json", "catalogue/model/scores.parquet",
+                    "catalogue/model/heldout.parquet"})
+
+
+def same_numerics(root: Path) -> bool:
+    """Whether the fixture at ``root`` was made on a machine whose float kernels are this one's."""
+    from tests.agents.test_pinned_metrics import numerics
+
+    return json.loads((root / MANIFEST).read_text()).get("numerics") == numerics()
 
 
 @pytest.mark.parametrize("name", sorted(FIXTURES))
@@ -91,7 +103,7 @@ def test_building_a_fixture_s_runs_again_gives_its_catalogue_dataset_and_model(n
         build(FIXTURES[name], Path(name))
     for path in sorted(p for p in source.rglob("*") if p.is_file() and "runs" not in p.relative_to(source).parts[:1]):
         rel = path.relative_to(source)
-        if rel.name == MANIFEST:
+        if rel.name == MANIFEST or (rel.as_posix() in FITTED and not same_numerics(source)):
             continue
         again = root / rel
         assert again.exists(), f"{name}: the build no longer writes {rel}: {REMAKE}"
